@@ -1,0 +1,54 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// Clock is the limiter's source of time: it reads the time and sleeps. It is
+// all a limiter needs from the outside world, so a fake Clock makes every
+// schedule deterministic (see package clocktest).
+//
+// Now must be monotonic for a limiter to be exact; a clock that steps back
+// only makes the next waits longer, it never creates permits.
+//
+// Sleep blocks for d or until ctx is done, whichever comes first, and
+// returns ctx's error in the second case. Limiters never sleep while holding
+// their lock. A limiter calls Sleep for every granted Acquire and TryAcquire
+// of a custom clock, even with d == 0, as Guava does with its stopwatch; a
+// Sleep with d <= 0 must return at once.
+type Clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// SystemClock is the default Clock: the time package's monotonic clock and
+// timers. Inside a testing/synctest bubble it reads the bubble's fake time,
+// so limiters need no injection to be tested there.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d on a timer, or until ctx is done.
+func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
+	return sleepCtx(ctx, d)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if ctx.Done() == nil {
+		time.Sleep(d)
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

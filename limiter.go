@@ -1,0 +1,359 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smoothrate/ratelimit/smooth"
+)
+
+// Acquirer is the small interface shared by every limiter of this module:
+// the local Limiter, the distributed one, and anything a byte shaper or job
+// runner should accept. A permit is whatever the caller counts: a request, a
+// job, a byte.
+type Acquirer interface {
+	// Acquire blocks until permits may be used and returns how long it
+	// waited. See Limiter.Acquire.
+	Acquire(ctx context.Context, permits int) (time.Duration, error)
+	// TryAcquire takes permits if they can be had within timeout. See
+	// Limiter.TryAcquire.
+	TryAcquire(permits int, timeout time.Duration) bool
+	// SetRate changes the stable rate, in permits per second.
+	SetRate(permitsPerSecond float64) error
+	// Rate returns the stable rate, in permits per second.
+	Rate() float64
+}
+
+var _ Acquirer = (*Limiter)(nil)
+
+// Limiter hands out permits at a smooth rate, the way Guava's RateLimiter
+// does. Make one with NewBursty or NewWarmingUp.
+//
+// The model. The limiter knows when the next request may proceed
+// (nextFreeTicket) and keeps a store of permits saved up while it was idle.
+// A request never waits for its own permits: it waits only until
+// nextFreeTicket, then pushes nextFreeTicket forward by the price of what it
+// took, so the next request pays. An idle limiter therefore lets a request of
+// any size through at once, and a request for 1000 permits delays the one
+// after it. A bursty limiter's stored permits are free (a burst of up to
+// maxBurstSeconds × rate); a warming-up limiter's are dear (it starts cold,
+// and speeds up to the stable rate as it works through them).
+//
+// There are three ways to use it:
+//   - Acquire blocks until the permits may be used; most callers want this.
+//   - TryAcquire takes the permits only if it can do so within a timeout.
+//   - Reserve books the permits without sleeping and says how long to wait,
+//     for callers that schedule their own work.
+//
+// A Limiter is safe for concurrent use. Its lock is never held while
+// sleeping; concurrent callers are served in the order they take the lock
+// and each sleeps its own computed wait (no fairness beyond that, as in
+// Guava).
+type Limiter struct {
+	mu sync.Mutex
+	e  smooth.Limiter
+
+	// nextFree mirrors e.NextFreeTicket() so that a TryAcquire that must
+	// fail can say so without taking the lock. It is written under mu.
+	nextFree atomic.Int64
+
+	clock Clock         // nil: the time package, through the fast path
+	start time.Time     // the limiter's time origin
+	tick  time.Duration // 1 ns, or 1 µs in Guava mode
+}
+
+func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Limiter) *Limiter {
+	l := &Limiter{clock: cfg.clock, tick: cfg.resolution}
+	if _, ok := l.clock.(SystemClock); ok {
+		l.clock = nil
+	}
+	if l.clock == nil {
+		l.start = time.Now()
+	} else {
+		l.start = l.clock.Now()
+	}
+	l.e = build(float64(time.Second / l.tick))
+	l.nextFree.Store(l.e.NextFreeTicket())
+	return l
+}
+
+func checkRate(permitsPerSecond float64) error {
+	if !(permitsPerSecond > 0) { // also catches NaN
+		return fmt.Errorf("%w: %v", ErrInvalidRate, permitsPerSecond)
+	}
+	return nil
+}
+
+// elapsed reads the clock once: the time since the limiter's origin.
+func (l *Limiter) elapsed() time.Duration {
+	if l.clock == nil {
+		return time.Since(l.start)
+	}
+	return l.clock.Now().Sub(l.start)
+}
+
+// ticks converts an elapsed time to engine ticks, truncating like Guava's
+// readMicros.
+func (l *Limiter) ticks(d time.Duration) int64 {
+	if l.tick == time.Nanosecond {
+		return int64(d)
+	}
+	return int64(d / l.tick)
+}
+
+// duration converts engine ticks to a Duration, saturating.
+func (l *Limiter) duration(ticks int64) time.Duration {
+	if l.tick == time.Nanosecond {
+		return time.Duration(ticks)
+	}
+	if ticks > int64(math.MaxInt64/l.tick) {
+		return math.MaxInt64
+	}
+	return time.Duration(ticks) * l.tick
+}
+
+func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+	if l.clock == nil {
+		return sleepCtx(ctx, d)
+	}
+	return l.clock.Sleep(ctx, d)
+}
+
+// Acquire takes permits, sleeping until they may be used, and returns the
+// time it slept (the computed wait, 0 when not throttled).
+//
+// The wait is Guava's: the request waits only for the debt left by earlier
+// requests, and its own permits push the next request back. If ctx has a
+// deadline that the wait cannot meet, Acquire fails at once, reserving
+// nothing, with an error that wraps context.DeadlineExceeded. If ctx ends
+// during the sleep, Acquire returns ctx's error and gives its reservation
+// back, provided no other request has been booked since (the state is then
+// exactly as if the call had not happened).
+//
+// permits <= 0 is an error that wraps ErrInvalidPermits.
+func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
+	if permits <= 0 {
+		return 0, fmt.Errorf("%w: %d", ErrInvalidPermits, permits)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	el := l.elapsed()
+	now := l.ticks(el)
+
+	l.mu.Lock()
+	if deadline, ok := ctx.Deadline(); ok {
+		wait := l.duration(max(l.e.NextFreeTicket()-now, 0))
+		if wait > 0 && wait > deadline.Sub(l.start)-el {
+			l.mu.Unlock()
+			return 0, fmt.Errorf("ratelimit: waiting %v would exceed the context deadline: %w", wait, context.DeadlineExceeded)
+		}
+	}
+	moment, undo := l.e.Reserve(permits, now)
+	l.nextFree.Store(l.e.NextFreeTicket())
+	l.mu.Unlock()
+
+	wait := l.duration(max(moment-now, 0))
+	if wait == 0 && l.clock == nil {
+		return 0, nil
+	}
+	if err := l.sleep(ctx, wait); err != nil {
+		l.mu.Lock()
+		l.e.Cancel(undo)
+		l.nextFree.Store(l.e.NextFreeTicket())
+		l.mu.Unlock()
+		return 0, err
+	}
+	return wait, nil
+}
+
+// TryAcquire takes permits if the request can start within timeout, sleeping
+// for up to timeout if it must, and reports whether it took them. It never
+// sleeps and then fails; a refusal is immediate and changes nothing.
+//
+// As in Guava, the decision looks only at when the next request may start,
+// not at the number of permits ("pay later"): on an idle limiter
+// TryAcquire(1000, 0) succeeds and pushes the following requests back by
+// 1000 permits' worth. A negative timeout counts as 0; permits <= 0 is
+// refused.
+func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
+	if permits <= 0 {
+		return false
+	}
+	now := l.ticks(l.elapsed())
+	to := l.ticks(max(timeout, 0))
+	if l.nextFree.Load()-to > now {
+		return false // nextFree >= 0 and to >= 0: no overflow
+	}
+	l.mu.Lock()
+	if !l.e.CanAcquire(now, to) {
+		l.mu.Unlock()
+		return false
+	}
+	w := l.e.ReserveWait(permits, now)
+	l.nextFree.Store(l.e.NextFreeTicket())
+	l.mu.Unlock()
+
+	if w == 0 && l.clock == nil {
+		return true
+	}
+	_ = l.sleep(context.Background(), l.duration(w))
+	return true
+}
+
+// Reservation is a booking made by Limiter.Reserve: the caller should wait
+// Delay before using its permits. It is a small value; making one allocates
+// nothing.
+type Reservation struct {
+	lim  *Limiter
+	undo smooth.Undo
+	wait time.Duration
+	ok   bool
+}
+
+// OK reports whether the reservation was made (false only for invalid
+// permits).
+func (r Reservation) OK() bool { return r.ok }
+
+// Delay is how long to wait, from the moment of the reservation, before
+// using the permits.
+func (r Reservation) Delay() time.Duration { return r.wait }
+
+// Cancel gives the permits back if no other reservation or rate change has
+// happened on the limiter since, restoring its state exactly, and reports
+// whether it did. Otherwise the permits stay spent: a later booking was
+// priced on top of this one and cannot be re-priced.
+func (r Reservation) Cancel() bool {
+	if !r.ok {
+		return false
+	}
+	l := r.lim
+	l.mu.Lock()
+	ok := l.e.Cancel(r.undo)
+	l.nextFree.Store(l.e.NextFreeTicket())
+	l.mu.Unlock()
+	return ok
+}
+
+// Reserve books permits without sleeping and returns the reservation: wait
+// its Delay, then use the permits, or Cancel it. For event loops that
+// schedule their own work.
+func (l *Limiter) Reserve(permits int) Reservation {
+	if permits <= 0 {
+		return Reservation{}
+	}
+	now := l.ticks(l.elapsed())
+	l.mu.Lock()
+	moment, undo := l.e.Reserve(permits, now)
+	l.nextFree.Store(l.e.NextFreeTicket())
+	l.mu.Unlock()
+	return Reservation{lim: l, undo: undo, wait: l.duration(max(moment-now, 0)), ok: true}
+}
+
+// SetRate changes the stable rate. As in Guava, the stored permits are first
+// brought up to date at the old rate, then rescaled to keep the same fraction
+// of the new capacity; debt already booked is not re-priced, and goroutines
+// already sleeping keep their waits. A rate that is zero, negative or NaN
+// is an error that wraps ErrInvalidRate; +Inf means unlimited.
+func (l *Limiter) SetRate(permitsPerSecond float64) error {
+	if err := checkRate(permitsPerSecond); err != nil {
+		return err
+	}
+	now := l.ticks(l.elapsed())
+	l.mu.Lock()
+	l.e.SetRate(permitsPerSecond, now)
+	l.nextFree.Store(l.e.NextFreeTicket())
+	l.mu.Unlock()
+	return nil
+}
+
+// Rate returns the stable rate in permits per second. Like Guava it is
+// computed back from the stable interval, so it may differ from the value
+// given in the last ulp.
+func (l *Limiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.e.Rate()
+}
+
+// Snapshot is a read-only view of a limiter's state at one moment.
+type Snapshot struct {
+	Kind           smooth.Kind
+	Rate           float64       // permits per second
+	StoredPermits  float64       // as of the snapshot's moment
+	MaxPermits     float64       // cap on StoredPermits
+	StableInterval time.Duration // cost of one permit at the stable rate
+	// NextFree is how long from the snapshot's moment until the next
+	// request may proceed (0 when it may proceed now).
+	NextFree time.Duration
+	// Elapsed is the snapshot's moment, measured from the limiter's
+	// creation on its clock.
+	Elapsed time.Duration
+}
+
+// Snapshot returns the limiter's state now, without changing it.
+func (l *Limiter) Snapshot() Snapshot {
+	el := l.elapsed()
+	now := l.ticks(el)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Snapshot{
+		Kind:           l.e.Kind(),
+		Rate:           l.e.Rate(),
+		StoredPermits:  l.e.StoredPermitsAt(now),
+		MaxPermits:     l.e.MaxPermits(),
+		StableInterval: time.Duration(l.e.StableInterval() * float64(l.tick)),
+		NextFree:       l.duration(max(l.e.NextFreeTicket()-now, 0)),
+		Elapsed:        el,
+	}
+}
+
+// String describes the limiter like Guava's toString:
+// "RateLimiter[stableRate=5.0qps]".
+func (l *Limiter) String() string {
+	return "RateLimiter[stableRate=" + formatHalfUp1(l.Rate()) + "qps]"
+}
+
+// formatHalfUp1 prints x with one decimal the way Java's %.1f does: half-up
+// on the shortest decimal representation (0.25 → "0.3", where Go's %.1f
+// gives "0.2").
+func formatHalfUp1(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "Infinity"
+	case math.IsInf(x, -1):
+		return "-Infinity"
+	}
+	neg := x < 0
+	s := strconv.FormatFloat(math.Abs(x), 'f', -1, 64)
+	intPart, frac, _ := strings.Cut(s, ".")
+	frac += "00"
+	digits := []byte(intPart + frac[:1])
+	if frac[1] >= '5' {
+		i := len(digits) - 1
+		for ; i >= 0; i-- {
+			if digits[i] == '9' {
+				digits[i] = '0'
+				continue
+			}
+			digits[i]++
+			break
+		}
+		if i < 0 {
+			digits = append([]byte{'1'}, digits...)
+		}
+	}
+	out := string(digits[:len(digits)-1]) + "." + string(digits[len(digits)-1:])
+	if neg && strings.Trim(out, "0.") != "" {
+		out = "-" + out
+	}
+	return out
+}

@@ -1,0 +1,329 @@
+package smooth
+
+import "math"
+
+// Kind tells which of Guava's two SmoothRateLimiter flavours an engine is.
+type Kind uint8
+
+const (
+	// Bursty stores up to maxBurstSeconds of unused permits and hands them
+	// out for free (Guava's SmoothBursty).
+	Bursty Kind = iota
+	// WarmingUp starts cold, prices stored permits above the threshold
+	// dearer than fresh ones and so ramps up to the stable rate over the
+	// warm-up period (Guava's SmoothWarmingUp).
+	WarmingUp
+)
+
+func (k Kind) String() string {
+	if k == WarmingUp {
+		return "SmoothWarmingUp"
+	}
+	return "SmoothBursty"
+}
+
+// Resolution constants: the number of ticks in one second.
+const (
+	// Nanosecond ticks: the default of this project.
+	Nanosecond = 1e9
+	// Microsecond ticks: Guava's own resolution; results are bit-identical
+	// to Guava 31.1.
+	Microsecond = 1e6
+)
+
+// Limiter is the complete state of one smooth rate limiter. Every method
+// takes the current time explicitly as now, an integer count of ticks on a
+// time line of the caller's choosing (usually "since the limiter was made").
+// Limiter does no locking and reads no clock: callers serialize access.
+//
+// The zero value is not usable; make one with NewBursty or NewWarmingUp.
+type Limiter struct {
+	// storedPermits are the unused permits saved while the limiter was
+	// idle (fractional).
+	storedPermits float64
+	// maxPermits caps storedPermits.
+	maxPermits float64
+	// stableInterval is the cost in ticks of one permit at the stable
+	// rate: ticksPerSecond / permitsPerSecond.
+	stableInterval float64
+	// nextFreeTicket is the moment at which the next request may proceed,
+	// whatever its size. It is in the future when the limiter is in debt
+	// (the last request's cost is charged to the next one).
+	nextFreeTicket int64
+
+	ticksPerSecond float64
+	kind           Kind
+
+	// Bursty only.
+	maxBurstSeconds float64
+
+	// WarmingUp only.
+	warmupPeriod     int64 // ticks
+	coldFactor       float64
+	thresholdPermits float64
+	slope            float64
+
+	// version counts the changes that a reservation roll-back must not
+	// step over (reservations, rate changes, roll-backs).
+	version uint64
+}
+
+// NewBursty returns a SmoothBursty engine at permitsPerSecond, configured at
+// time now. ticksPerSecond is Nanosecond or Microsecond (any positive value
+// works). maxBurstSeconds is how many seconds of permits may be stored.
+//
+// The caller validates the arguments (positive, non-NaN rate; finite,
+// non-negative burst); the engine never panics, but garbage in is garbage
+// out.
+func NewBursty(ticksPerSecond, maxBurstSeconds, permitsPerSecond float64, now int64) Limiter {
+	l := Limiter{kind: Bursty, ticksPerSecond: ticksPerSecond, maxBurstSeconds: maxBurstSeconds}
+	l.SetRate(permitsPerSecond, now)
+	return l
+}
+
+// NewWarmingUp returns a SmoothWarmingUp engine at permitsPerSecond with a
+// warm-up period of warmupTicks and the given cold factor, configured at time
+// now. It starts cold: storedPermits == maxPermits.
+//
+// A warm-up of 0 ticks makes a warm limiter that stores nothing (Guava would
+// divide 0 by 0 and stop limiting after the first idle moment).
+func NewWarmingUp(ticksPerSecond float64, warmupTicks int64, coldFactor, permitsPerSecond float64, now int64) Limiter {
+	l := Limiter{kind: WarmingUp, ticksPerSecond: ticksPerSecond, warmupPeriod: warmupTicks, coldFactor: coldFactor}
+	l.SetRate(permitsPerSecond, now)
+	return l
+}
+
+// Kind reports the flavour of the engine.
+func (l *Limiter) Kind() Kind { return l.kind }
+
+// SetRate changes the stable rate at time now, as Guava's doSetRate does:
+// first resync at the old rate, then rescale the stored permits so that the
+// bucket keeps the same fraction of its (new) capacity. Debt already booked
+// in nextFreeTicket is not repriced.
+func (l *Limiter) SetRate(permitsPerSecond float64, now int64) {
+	l.resync(now)
+	l.stableInterval = l.ticksPerSecond / permitsPerSecond
+	oldMax := l.maxPermits
+	if l.kind == Bursty {
+		l.setRateBursty(permitsPerSecond, oldMax)
+	} else {
+		l.setRateWarmingUp(oldMax)
+	}
+	// Guava lets NaN and +Inf leak through the rescale in corner cases
+	// (0·Inf, Inf·x/Inf, MaxFloat64 products). At a finite rate such a
+	// value would make every later wait (long)NaN = 0, an unlimited
+	// limiter; choose the conservative end instead. Infinite rates keep
+	// Guava's values bit for bit (its own infinity tests pass through NaN).
+	if !math.IsInf(permitsPerSecond, 1) && (l.storedPermits != l.storedPermits || math.IsInf(l.storedPermits, 1)) {
+		if l.kind == Bursty {
+			l.storedPermits = 0
+		} else {
+			l.storedPermits = l.maxPermits
+		}
+	}
+	l.version++
+}
+
+func (l *Limiter) setRateBursty(permitsPerSecond, oldMax float64) {
+	if l.maxBurstSeconds == 0 {
+		l.maxPermits = 0 // a metronome, even at an infinite rate (0·Inf is NaN)
+	} else {
+		l.maxPermits = l.maxBurstSeconds * permitsPerSecond
+	}
+	switch {
+	case oldMax == math.Inf(1):
+		// Coming from an infinite rate: a full burst.
+		l.storedPermits = l.maxPermits
+	case oldMax == 0:
+		// First configuration: start empty.
+		l.storedPermits = 0
+	default:
+		l.storedPermits = l.storedPermits * l.maxPermits / oldMax
+	}
+}
+
+func (l *Limiter) setRateWarmingUp(oldMax float64) {
+	if l.warmupPeriod == 0 {
+		// Decision D3: no warm-up means a warm limiter that stores
+		// nothing, not Guava's 0/0.
+		l.thresholdPermits, l.maxPermits, l.slope = 0, 0, 0
+		l.storedPermits = 0
+		return
+	}
+	w := float64(l.warmupPeriod)
+	coldInterval := l.stableInterval * l.coldFactor
+	l.thresholdPermits = 0.5 * w / l.stableInterval
+	l.maxPermits = l.thresholdPermits + 2.0*w/(l.stableInterval+coldInterval)
+	l.slope = (coldInterval - l.stableInterval) / (l.maxPermits - l.thresholdPermits)
+	switch {
+	case oldMax == math.Inf(1):
+		// Coming from an infinite rate: fully warm (Guava's asymmetry
+		// with SmoothBursty).
+		l.storedPermits = 0
+	case oldMax == 0:
+		// First configuration: start cold.
+		l.storedPermits = l.maxPermits
+	default:
+		l.storedPermits = l.storedPermits * l.maxPermits / oldMax
+	}
+}
+
+// Rate returns the stable rate in permits per second, computed back from the
+// stable interval as Guava's getRate does (so 7.0 reads 6.999999999999999).
+func (l *Limiter) Rate() float64 { return l.ticksPerSecond / l.stableInterval }
+
+// coolDownInterval is the number of ticks it takes to store one permit
+// while idle.
+func (l *Limiter) coolDownInterval() float64 {
+	if l.kind == Bursty || l.warmupPeriod == 0 {
+		return l.stableInterval
+	}
+	return float64(l.warmupPeriod) / l.maxPermits
+}
+
+// resync stores the permits earned since nextFreeTicket, if now is later.
+// A now in the past changes nothing: a clock that steps back only makes the
+// next wait longer.
+func (l *Limiter) resync(now int64) {
+	if now > l.nextFreeTicket {
+		newPermits := float64(now-l.nextFreeTicket) / l.coolDownInterval()
+		l.storedPermits = math.Min(l.maxPermits, l.storedPermits+newPermits)
+		l.nextFreeTicket = now
+	}
+}
+
+// Undo is what a reservation needs to be given back: the state right after
+// the resync and before the permits were booked. It is a small value, so
+// reservations allocate nothing.
+type Undo struct {
+	storedPermits  float64
+	nextFreeTicket int64
+	version        uint64
+}
+
+// Reserve books permits at time now (Guava's reserveEarliestAvailable) and
+// returns the moment at which the caller may proceed. The caller waits only
+// until the current nextFreeTicket; the cost of its own permits is pushed
+// onto the next request ("pay later"). Stored permits are spent first.
+//
+// The returned Undo lets Cancel give the reservation back exactly, as long
+// as nothing else changed the engine in between.
+func (l *Limiter) Reserve(permits int, now int64) (moment int64, undo Undo) {
+	l.resync(now)
+	moment = l.nextFreeTicket
+	undo = Undo{storedPermits: l.storedPermits, nextFreeTicket: l.nextFreeTicket}
+	requested := float64(permits)
+	storedToSpend := math.Min(requested, l.storedPermits)
+	freshPermits := requested - storedToSpend
+	wait := l.storedPermitsToWaitTime(l.storedPermits, storedToSpend) +
+		javaLong(float64(freshPermits*l.stableInterval))
+	l.nextFreeTicket = saturatedAdd(l.nextFreeTicket, wait)
+	l.storedPermits -= storedToSpend
+	l.version++
+	undo.version = l.version
+	return moment, undo
+}
+
+// ReserveWait books permits at now and returns how long the caller must wait
+// (never negative): Guava's reserveAndGetWaitLength.
+func (l *Limiter) ReserveWait(permits int, now int64) int64 {
+	moment, _ := l.Reserve(permits, now)
+	return max(saturatedSub(moment, now), 0)
+}
+
+// Cancel gives back the reservation described by u if it is still the most
+// recent change to the engine, restoring nextFreeTicket and storedPermits
+// exactly. It reports whether it did.
+func (l *Limiter) Cancel(u Undo) bool {
+	if u.version == 0 || u.version != l.version {
+		return false
+	}
+	l.storedPermits = u.storedPermits
+	l.nextFreeTicket = u.nextFreeTicket
+	l.version++
+	return true
+}
+
+// storedPermitsToWaitTime prices spending k of the stored permits: the
+// integral of the throttling function over [stored-k, stored].
+func (l *Limiter) storedPermitsToWaitTime(stored, k float64) int64 {
+	if l.kind == Bursty {
+		return 0 // stored permits are free
+	}
+	above := stored - l.thresholdPermits
+	var ticks int64
+	if above > 0 { // false for NaN, as in Java
+		take := math.Min(above, k)
+		length := l.permitsToTime(above) + l.permitsToTime(above-take)
+		ticks = javaLong(take * length / 2.0) // the trapezoid
+		k -= take
+	}
+	return ticks + javaLong(float64(l.stableInterval*k)) // the rectangle
+}
+
+// permitsToTime is the throttling interval at p permits above the
+// threshold. The float64 conversion forbids a fused multiply-add, which
+// Java never does and which would change the last bit.
+func (l *Limiter) permitsToTime(p float64) float64 {
+	return l.stableInterval + float64(p*l.slope)
+}
+
+// NextFreeTicket returns the moment at which the next request may proceed
+// (Guava's queryEarliestAvailable; it does not resync).
+func (l *Limiter) NextFreeTicket() int64 { return l.nextFreeTicket }
+
+// CanAcquire reports whether a request made at now with the given timeout
+// (ticks, clamped at 0) could start in time: nextFreeTicket - timeout <= now.
+// Like Guava it looks only at when the next request may start, not at the
+// number of permits.
+func (l *Limiter) CanAcquire(now, timeout int64) bool {
+	return saturatedSub(l.nextFreeTicket, max(timeout, 0)) <= now
+}
+
+// StoredPermits returns the permits saved so far (as of the last resync).
+func (l *Limiter) StoredPermits() float64 { return l.storedPermits }
+
+// StoredPermitsAt returns the permits that would be stored at now, without
+// changing the engine.
+func (l *Limiter) StoredPermitsAt(now int64) float64 {
+	c := *l
+	c.resync(now)
+	return c.storedPermits
+}
+
+// MaxPermits returns the cap on stored permits.
+func (l *Limiter) MaxPermits() float64 { return l.maxPermits }
+
+// StableInterval returns the cost of one permit at the stable rate, in ticks.
+func (l *Limiter) StableInterval() float64 { return l.stableInterval }
+
+// ThresholdPermits returns the stored-permit level above which permits cost
+// more than the stable interval (warming-up only; 0 for bursty).
+func (l *Limiter) ThresholdPermits() float64 { return l.thresholdPermits }
+
+// Slope returns the growth of the throttling interval per stored permit
+// above the threshold (warming-up only; 0 for bursty).
+func (l *Limiter) Slope() float64 { return l.slope }
+
+// CoolDownInterval returns the ticks it takes to store one permit while idle.
+func (l *Limiter) CoolDownInterval() float64 { return l.coolDownInterval() }
+
+// TicksPerSecond returns the engine's resolution.
+func (l *Limiter) TicksPerSecond() float64 { return l.ticksPerSecond }
+
+// WarmupPeriod returns the warm-up period in ticks (0 for bursty).
+func (l *Limiter) WarmupPeriod() int64 { return l.warmupPeriod }
+
+// ColdFactor returns the cold factor (0 for bursty).
+func (l *Limiter) ColdFactor() float64 { return l.coldFactor }
+
+// MaxBurstSeconds returns the bursty limiter's storage in seconds (0 for
+// warming-up).
+func (l *Limiter) MaxBurstSeconds() float64 { return l.maxBurstSeconds }
+
+// Fill sets the stored permits to the maximum, as if the limiter had been
+// idle for long enough. It is how a bursty limiter starts full.
+func (l *Limiter) Fill() {
+	l.storedPermits = l.maxPermits
+	l.version++
+}
