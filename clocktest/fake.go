@@ -102,8 +102,8 @@ func (f *Fake) ClearEvents() {
 }
 
 // FormatSeconds prints d in seconds with two decimals, rounding half up like
-// Java's String.format("%3.2f") does for Guava's test events: 1.375 s is
-// "1.38" and 0.625 s is "0.63" (Go's %.2f would print "1.38" and "0.62").
+// Java's String.format("%3.2f") does for Guava's test events: 1.125 s is
+// "1.13" and 0.625 s is "0.63" (Go's %.2f prints "1.12" and "0.62").
 // Negative durations print as "-" and their magnitude.
 func FormatSeconds(d time.Duration) string {
 	sign := ""
