@@ -187,7 +187,9 @@ func (l *Limiter) coolDownInterval() float64 {
 func (l *Limiter) resync(now int64) {
 	if now > l.nextFreeTicket {
 		newPermits := float64(now-l.nextFreeTicket) / l.coolDownInterval()
-		l.storedPermits = math.Min(l.maxPermits, l.storedPermits+newPermits)
+		// The builtin min has Java's Math.min semantics (NaN wins, -0 < +0)
+		// and, unlike math.Min on amd64, is inlined.
+		l.storedPermits = min(l.maxPermits, l.storedPermits+newPermits)
 		l.nextFreeTicket = now
 	}
 }
@@ -213,10 +215,12 @@ func (l *Limiter) Reserve(permits int, now int64) (moment int64, undo Undo) {
 	moment = l.nextFreeTicket
 	undo = Undo{storedPermits: l.storedPermits, nextFreeTicket: l.nextFreeTicket}
 	requested := float64(permits)
-	storedToSpend := math.Min(requested, l.storedPermits)
+	storedToSpend := min(requested, l.storedPermits)
 	freshPermits := requested - storedToSpend
-	wait := l.storedPermitsToWaitTime(l.storedPermits, storedToSpend) +
-		javaLong(float64(freshPermits*l.stableInterval))
+	wait := javaLong(float64(freshPermits * l.stableInterval))
+	if l.kind != Bursty { // a bursty limiter's stored permits are free
+		wait = l.storedPermitsToWaitTime(l.storedPermits, storedToSpend) + wait
+	}
 	l.nextFreeTicket = saturatedAdd(l.nextFreeTicket, wait)
 	l.storedPermits -= storedToSpend
 	l.version++
@@ -253,7 +257,7 @@ func (l *Limiter) storedPermitsToWaitTime(stored, k float64) int64 {
 	above := stored - l.thresholdPermits
 	var ticks int64
 	if above > 0 { // false for NaN, as in Java
-		take := math.Min(above, k)
+		take := min(above, k)
 		length := l.permitsToTime(above) + l.permitsToTime(above-take)
 		ticks = javaLong(take * length / 2.0) // the trapezoid
 		k -= take
