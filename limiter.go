@@ -308,10 +308,25 @@ func (l *Limiter) Snapshot() Snapshot {
 		Rate:           l.e.Rate(),
 		StoredPermits:  l.e.StoredPermitsAt(now),
 		MaxPermits:     l.e.MaxPermits(),
-		StableInterval: time.Duration(l.e.StableInterval() * float64(l.tick)),
+		StableInterval: saturatedDuration(l.e.StableInterval() * float64(l.tick)),
 		NextFree:       l.duration(max(l.e.NextFreeTicket()-now, 0)),
 		Elapsed:        el,
 	}
+}
+
+// saturatedDuration converts nanoseconds to a Duration, clamping what does
+// not fit (an infinite interval at a vanishing rate) instead of letting Go's
+// implementation-defined conversion turn it negative.
+func saturatedDuration(ns float64) time.Duration {
+	switch {
+	case ns != ns:
+		return 0
+	case ns >= math.MaxInt64:
+		return math.MaxInt64
+	case ns <= math.MinInt64:
+		return math.MinInt64
+	}
+	return time.Duration(ns)
 }
 
 // String describes the limiter like Guava's toString:
