@@ -1,0 +1,95 @@
+// Command ratelimit is the command-line companion of the ratelimit module:
+// it shows what a limiter does, without writing a program.
+//
+// Usage:
+//
+//	ratelimit <command> [flags] [arguments]
+//	ratelimit help <command>
+//
+// Each command lives in its own file and registers itself with one line in
+// the commands table below. A command gets its arguments and the three
+// standard streams and returns the exit status: 0 on success, 1 when the work
+// itself failed, 2 for a usage error (bad flag, bad argument).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// command is one subcommand: a one-line summary for the usage text and the
+// function that runs it.
+type command struct {
+	summary string
+	run     func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+// commands is the table of subcommands. Adding a command is adding a file
+// with its run function and one line here.
+var commands = map[string]command{
+	"trace": {"replay acquires, sleeps and rate changes on a fake clock and print the schedule", runTrace},
+}
+
+// Exit statuses shared by every command.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches to a command. It is main without the process, so that tests
+// can call it in-process.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			usage(stdout)
+			return exitOK
+		}
+		// "help trace" is "trace -h".
+		if c, ok := commands[rest[0]]; ok {
+			return c.run([]string{"-h"}, stdin, stdout, stdout)
+		}
+		fmt.Fprintf(stderr, "ratelimit: unknown command %q\n", rest[0])
+		usage(stderr)
+		return exitUsage
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "ratelimit: unknown command %q\n", name)
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(rest, stdin, stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("Usage: ratelimit <command> [flags] [arguments]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	width := 0
+	for _, n := range names {
+		width = max(width, len(n))
+	}
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, commands[n].summary)
+	}
+	b.WriteString("\nRun 'ratelimit help <command>' for a command's flags and arguments.\n")
+	io.WriteString(w, b.String())
+}
