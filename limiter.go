@@ -118,6 +118,24 @@ func (l *Limiter) duration(ticks int64) time.Duration {
 	return time.Duration(ticks) * l.tick
 }
 
+// present returns el and now, read again if they are older than the next
+// free ticket. l.mu must be held.
+//
+// The clock is read before taking the lock, to keep the read out of the
+// critical section. But a caller may be overtaken between its read and the
+// lock by another that read a later time and was served: judged at its stale
+// reading, the first would be refused, or made to wait for time that has
+// already passed (up to a whole timer tick of sleep for nothing). Only a
+// reading older than nextFreeTicket can be affected, so only then is the
+// clock read again, under the lock, as Guava always does.
+func (l *Limiter) present(el time.Duration, now int64) (time.Duration, int64) {
+	if now >= l.e.NextFreeTicket() {
+		return el, now
+	}
+	el = l.elapsed()
+	return el, l.ticks(el)
+}
+
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	if l.clock == nil {
 		return sleepCtx(ctx, d)
@@ -148,6 +166,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	now := l.ticks(el)
 
 	l.mu.Lock()
+	el, now = l.present(el, now)
 	if deadline, ok := ctx.Deadline(); ok {
 		wait := l.duration(max(l.e.NextFreeTicket()-now, 0))
 		if wait > 0 && wait > deadline.Sub(l.start)-el {
@@ -186,12 +205,20 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 	if permits <= 0 {
 		return false
 	}
-	now := l.ticks(l.elapsed())
+	// Load nextFree before reading the clock: a refusal then compares the
+	// state at the load with a time no earlier than the load, so the
+	// limiter really was in debt at that instant. In the other order, a
+	// caller overtaken between its clock read and the load would be
+	// refused on another caller's later booking.
+	nextFree := l.nextFree.Load()
+	el := l.elapsed()
+	now := l.ticks(el)
 	to := l.ticks(max(timeout, 0))
-	if l.nextFree.Load()-to > now {
+	if nextFree-to > now {
 		return false // nextFree >= 0 and to >= 0: no overflow
 	}
 	l.mu.Lock()
+	_, now = l.present(el, now)
 	if !l.e.CanAcquire(now, to) {
 		l.mu.Unlock()
 		return false
@@ -248,8 +275,10 @@ func (l *Limiter) Reserve(permits int) Reservation {
 	if permits <= 0 {
 		return Reservation{}
 	}
-	now := l.ticks(l.elapsed())
+	el := l.elapsed()
+	now := l.ticks(el)
 	l.mu.Lock()
+	_, now = l.present(el, now)
 	moment, undo := l.e.Reserve(permits, now)
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()

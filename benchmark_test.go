@@ -1,0 +1,226 @@
+package ratelimit_test
+
+// Benchmarks of the Limiter's hot paths on the real clock. Run them with
+//
+//	go test -run '^$' -bench . -benchmem -count=5 .
+//
+// The comparison with golang.org/x/time/rate, go.uber.org/ratelimit and
+// github.com/juju/ratelimit lives in the separate module bench/, so that the
+// main module does not depend on its peers; see docs/performance.md.
+//
+// "Granted" limiters run at 1e9 permits/s: one permit costs 1 ns, less than a
+// call takes, so every call is granted without sleeping and the benchmark
+// measures the bookkeeping (clock read, lock, engine) and nothing else.
+// "Denied" limiters run at 1 permit/s after one grant, so every call is
+// refused. Each benchmark fails if the limiter did not do what its name says,
+// so a regression that turns a grant into a sleep cannot pass as a speed-up.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+)
+
+// grantRate makes every call of a benchmark loop a grant without sleeping.
+const grantRate = 1e9
+
+func newGranted(b *testing.B) *ratelimit.Limiter {
+	b.Helper()
+	l, err := ratelimit.NewBursty(grantRate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// newDenied returns a limiter that refuses every TryAcquire(1, 0) for the
+// next second: its one free permit is taken, and the next is 1 s away.
+func newDenied(b *testing.B) *ratelimit.Limiter {
+	b.Helper()
+	l, err := ratelimit.NewBursty(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !l.TryAcquire(1, 0) {
+		b.Fatal("the first TryAcquire on a fresh limiter was refused")
+	}
+	return l
+}
+
+// checkDenied fails a denied benchmark that ran for so long that the limiter
+// could have granted again, which would make its figures meaningless.
+func checkDenied(b *testing.B, start time.Time) {
+	b.Helper()
+	if time.Since(start) >= time.Second {
+		b.Fatal("benchmark ran longer than 1 s: the denied limiter may have granted; lower -benchtime")
+	}
+}
+
+func BenchmarkTryAcquireGranted(b *testing.B) {
+	l := newGranted(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.TryAcquire(1, 0) {
+			b.Fatal("TryAcquire refused at 1e9 permits/s")
+		}
+	}
+}
+
+func BenchmarkTryAcquireGrantedParallel(b *testing.B) {
+	l := newGranted(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !l.TryAcquire(1, 0) {
+				b.Error("TryAcquire refused at 1e9 permits/s")
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkTryAcquireDenied(b *testing.B) {
+	l := newDenied(b)
+	start := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if l.TryAcquire(1, 0) {
+			b.Fatal("TryAcquire granted at 1 permit/s right after a grant")
+		}
+	}
+	checkDenied(b, start)
+}
+
+func BenchmarkTryAcquireDeniedParallel(b *testing.B) {
+	l := newDenied(b)
+	start := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if l.TryAcquire(1, 0) {
+				b.Error("TryAcquire granted at 1 permit/s right after a grant")
+				return
+			}
+		}
+	})
+	checkDenied(b, start)
+}
+
+func BenchmarkAcquireNoWait(b *testing.B) {
+	l := newGranted(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if w, err := l.Acquire(ctx, 1); err != nil || w != 0 {
+			b.Fatalf("Acquire at 1e9 permits/s = %v, %v; want 0, nil", w, err)
+		}
+	}
+}
+
+func BenchmarkAcquireNoWaitParallel(b *testing.B) {
+	l := newGranted(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if w, err := l.Acquire(ctx, 1); err != nil || w != 0 {
+				b.Errorf("Acquire at 1e9 permits/s = %v, %v; want 0, nil", w, err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkAcquireNoWaitDeadline adds a context with a deadline, which makes
+// Acquire check whether the wait fits before booking.
+func BenchmarkAcquireNoWaitDeadline(b *testing.B) {
+	l := newGranted(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		if w, err := l.Acquire(ctx, 1); err != nil || w != 0 {
+			b.Fatalf("Acquire at 1e9 permits/s = %v, %v; want 0, nil", w, err)
+		}
+	}
+}
+
+func BenchmarkReserve(b *testing.B) {
+	l := newGranted(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := l.Reserve(1); !r.OK() || r.Delay() != 0 {
+			b.Fatalf("Reserve at 1e9 permits/s: ok=%v delay=%v", r.OK(), r.Delay())
+		}
+	}
+}
+
+func BenchmarkReserveParallel(b *testing.B) {
+	l := newGranted(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r := l.Reserve(1); !r.OK() || r.Delay() != 0 {
+				b.Errorf("Reserve at 1e9 permits/s: ok=%v delay=%v", r.OK(), r.Delay())
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkReserveCancel books and gives back, the path of an Acquire whose
+// context ends during its sleep.
+func BenchmarkReserveCancel(b *testing.B) {
+	l := newGranted(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := l.Reserve(1); !r.Cancel() {
+			b.Fatal("Cancel of the latest reservation failed")
+		}
+	}
+}
+
+// BenchmarkTryAcquireGrantedWarmingUp is the granted path of a warming-up
+// limiter, whose stored permits are priced (the trapezoid), after its
+// warm-up has been worked through.
+func BenchmarkTryAcquireGrantedWarmingUp(b *testing.B) {
+	l, err := ratelimit.NewWarmingUp(grantRate, time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.TryAcquire(1, 0) {
+			b.Fatal("TryAcquire refused at 1e9 permits/s")
+		}
+	}
+}
+
+// BenchmarkTryAcquireGrantedGuavaMode is the granted path at Guava's
+// microsecond resolution (one extra division per clock read).
+func BenchmarkTryAcquireGrantedGuavaMode(b *testing.B) {
+	l, err := ratelimit.NewBursty(grantRate, ratelimit.WithResolution(time.Microsecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.TryAcquire(1, 0) {
+			b.Fatal("TryAcquire refused at 1e9 permits/s")
+		}
+	}
+}
+
+// BenchmarkTimeNow is the floor: every call above reads the clock once.
+func BenchmarkTimeNow(b *testing.B) {
+	b.ReportAllocs()
+	var last time.Time
+	for b.Loop() {
+		last = time.Now()
+	}
+	if last.IsZero() {
+		b.Fatal("time.Now returned the zero time")
+	}
+}
