@@ -1,0 +1,42 @@
+// Package ratelimit limits how fast work is done: it hands out permits at a
+// steady rate, so that a loop of jobs, a stream of requests or a flow of
+// bytes never goes faster than a given number of permits per second. It is a
+// faithful port of Guava's RateLimiter (its SmoothBursty and SmoothWarmingUp
+// kinds) with an injectable clock, context-aware waits and errors instead of
+// exceptions.
+//
+// A Limiter is used in one of three ways: Acquire blocks until the permits
+// may be used (most callers want this), TryAcquire takes them only if it can
+// within a timeout, and Reserve books them without sleeping and says how long
+// to wait. The doc of Limiter explains the model in a paragraph; package
+// smooth explains it in full, and docs/design.md has plots.
+//
+// # Which limiter to choose
+//
+//	You want                                          Use
+//	------------------------------------------------  -------------------------------------------
+//	a steady rate that may catch up after a pause,    NewBursty(rate)
+//	  e.g. calls to an API with a per-second quota      (stores up to 1 s of unused permits)
+//	a steady rate with a bigger or no catch-up        NewBursty(rate, WithMaxBurstSeconds(s))
+//	                                                    (s = 0: a strict metronome)
+//	the burst ready at start instead of after 1 s     NewBursty(rate, WithInitiallyFull())
+//	to spare a backend that is slow when cold         NewWarmingUp(rate, warmup)
+//	  (caches, connection pools, JIT): start slow       (starts at rate/3, reaches the rate after
+//	  and ramp up, and slow down again after a pause    warmup of sustained use)
+//	a gentler or steeper ramp                         NewWarmingUp(rate, warmup, WithColdFactor(f))
+//	Guava's results to the microsecond                add WithResolution(time.Microsecond)
+//	to limit bytes through an io.Reader, io.Writer    package shape, over any of the above
+//	  or net.Conn
+//	deterministic tests of code that uses a limiter   WithClock and package clocktest, or
+//	                                                    testing/synctest with no option at all
+//
+// Every limiter satisfies Acquirer, the small interface that code taking "a
+// rate limiter" should accept.
+//
+// # Errors
+//
+// Invalid arguments (a rate that is not positive, a negative warm-up, an
+// option that does not apply to the kind of limiter) return errors that wrap
+// the sentinels of this package, for errors.Is. Nothing panics on bad input,
+// and a rejected call changes no state.
+package ratelimit
