@@ -1,0 +1,270 @@
+package shape
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+)
+
+// Limits are the limiters of a connection, one per direction. A nil limiter
+// leaves that direction unshaped. The same limiter may serve both
+// directions (a cap on the sum of the traffic) or many connections (a cap
+// on their total).
+type Limits struct {
+	Read, Write ratelimit.Acquirer
+}
+
+// Conn is a net.Conn whose reads and writes are shaped like a Reader's and a
+// Writer's. Make one with NewConn, or get them from a Listener.
+//
+// Deadlines hold for the waits too: a wait that a deadline cannot meet
+// fails at once with an error for which errors.Is(err,
+// os.ErrDeadlineExceeded) holds and which is a net.Error with Timeout() true,
+// as net.Conn promises. Setting a deadline, or closing the connection,
+// interrupts waits under way, so the usual idiom of setting a past deadline
+// to abort a blocked Read works.
+//
+// Like a net.Conn, it is safe for concurrent use. A Write is written whole
+// before another Write starts, and likewise for Reads, so concurrent writers
+// do not interleave their chunks.
+type Conn struct {
+	net.Conn
+	rd, wr half
+}
+
+// half is one direction of a Conn: its pacing, its deadline and its lock.
+type half struct {
+	mu     sync.Mutex // held for a whole Read or Write
+	p      pacer
+	credit int // reads only: paid for and not yet read
+	dl     deadline
+}
+
+// deadline is a direction's deadline, and the cancel function of the wait
+// under way so that a new deadline or Close can interrupt it.
+type deadline struct {
+	mu     sync.Mutex
+	t      time.Time
+	cancel context.CancelCauseFunc
+	closed bool
+}
+
+// errDeadlineChanged is the cause given to a wait interrupted by a new
+// deadline: the wait starts again under the new one.
+var errDeadlineChanged = errors.New("shape: deadline changed")
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.t = t
+	if d.cancel != nil {
+		d.cancel(errDeadlineChanged)
+	}
+}
+
+func (d *deadline) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.cancel != nil {
+		d.cancel(net.ErrClosed)
+	}
+}
+
+// begin returns a context for one wait, bounded by the deadline and
+// cancelled by set and close.
+func (d *deadline) begin() (context.Context, context.CancelFunc, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, nil, net.ErrClosed
+	}
+	if !d.t.IsZero() && !time.Now().Before(d.t) {
+		return nil, nil, &DeadlineError{Cause: context.DeadlineExceeded}
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	d.cancel = cancel
+	stop := func() {
+		d.mu.Lock()
+		d.cancel = nil
+		d.mu.Unlock()
+		cancel(nil)
+	}
+	if d.t.IsZero() {
+		return ctx, stop, nil
+	}
+	ctx, cancelDeadline := context.WithDeadline(ctx, d.t)
+	return ctx, func() { cancelDeadline(); stop() }, nil
+}
+
+// pay pays n bytes to every limiter, under the direction's deadline. A wait
+// interrupted by a deadline change resumes under the new deadline, without
+// paying again the limiters already paid.
+func (h *half) pay(n int) error {
+	paid := 0
+	for {
+		ctx, done, err := h.dl.begin()
+		if err != nil {
+			return err
+		}
+		paid, err = h.p.pay(ctx, n, paid)
+		cause := context.Cause(ctx)
+		done()
+		switch {
+		case err == nil:
+			return nil
+		case cause == errDeadlineChanged:
+			continue
+		case cause == net.ErrClosed:
+			return net.ErrClosed
+		case errors.Is(err, context.DeadlineExceeded):
+			return &DeadlineError{Cause: err}
+		}
+		return err
+	}
+}
+
+// DeadlineError is the error of a shaped connection's wait that its deadline
+// cut short. It matches os.ErrDeadlineExceeded with errors.Is and is a
+// net.Error whose Timeout is true, like the error of a net.Conn whose
+// deadline passed.
+type DeadlineError struct {
+	Cause error // the limiter's error, or context.DeadlineExceeded
+}
+
+func (e *DeadlineError) Error() string {
+	return "shape: i/o timeout: the rate limit's wait would pass the deadline"
+}
+
+// Unwrap returns os.ErrDeadlineExceeded and the cause.
+func (e *DeadlineError) Unwrap() []error { return []error{os.ErrDeadlineExceeded, e.Cause} }
+
+// Timeout is true: the deadline passed.
+func (e *DeadlineError) Timeout() bool { return true }
+
+// Temporary is true, as for os.ErrDeadlineExceeded.
+func (e *DeadlineError) Temporary() bool { return true }
+
+var _ net.Error = (*DeadlineError)(nil)
+
+// NewConn returns c with its reads paying lim.Read and its writes paying
+// lim.Write. The only errors come from invalid options; WithContext does not
+// apply to connections (they have deadlines) and is ignored.
+func NewConn(c net.Conn, lim Limits, opts ...Option) (*Conn, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newConn(c, lim, Limits{}, cfg), nil
+}
+
+func newConn(c net.Conn, own, shared Limits, cfg config) *Conn {
+	cfgFor := func(s ratelimit.Acquirer) config {
+		if s == nil {
+			return cfg
+		}
+		cfg := cfg
+		cfg.shared = append([]ratelimit.Acquirer{s}, cfg.shared...)
+		return cfg
+	}
+	sc := &Conn{Conn: c}
+	sc.rd.p = newPacer(own.Read, cfgFor(shared.Read))
+	sc.wr.p = newPacer(own.Write, cfgFor(shared.Write))
+	return sc
+}
+
+// Read reads at most one chunk, paying first if nothing paid for is left.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rd.mu.Lock()
+	defer c.rd.mu.Unlock()
+	return readChunk(c.Conn, p, &c.rd.p, &c.rd.credit, c.rd.pay)
+}
+
+// Write writes p in chunks, paying for each before it goes out, and returns
+// the bytes written and, if fewer than len(p), the error.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wr.mu.Lock()
+	defer c.wr.mu.Unlock()
+	return writeChunks(c.Conn, p, &c.wr.p, c.wr.pay)
+}
+
+// Close interrupts the waits under way (they return net.ErrClosed) and
+// closes the connection.
+func (c *Conn) Close() error {
+	c.rd.dl.close()
+	c.wr.dl.close()
+	return c.Conn.Close()
+}
+
+// SetDeadline sets the read and write deadlines of the connection and of
+// its waits. Waits under way start again under the new deadline.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetDeadline(t); err != nil {
+		return err
+	}
+	c.rd.dl.set(t)
+	c.wr.dl.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the read deadline of the connection and of its
+// waits.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	c.rd.dl.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline of the connection and of its
+// waits.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	c.wr.dl.set(t)
+	return nil
+}
+
+// Listener is a net.Listener whose accepted connections are shaped: each by
+// its own limits, if any, and all of them together by shared limits, if
+// any. Make one with NewListener.
+type Listener struct {
+	net.Listener
+	shared  Limits
+	perConn func(net.Conn) Limits
+	cfg     config
+}
+
+// NewListener returns a Listener that shapes every connection l accepts.
+// shared limits the total traffic of all connections (nil fields: no total
+// limit). perConn, if not nil, is called for each accepted connection and
+// returns that connection's own limits (new limiters each time, or the
+// connection is not limited on its own). A connection pays its own limiter
+// first, then the shared one. The only errors come from invalid options.
+func NewListener(l net.Listener, shared Limits, perConn func(net.Conn) Limits, opts ...Option) (*Listener, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Listener{Listener: l, shared: shared, perConn: perConn, cfg: cfg}, nil
+}
+
+// Accept waits for a connection and returns it shaped, as a *Conn.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var own Limits
+	if l.perConn != nil {
+		own = l.perConn(c)
+	}
+	return newConn(c, own, l.shared, l.cfg), nil
+}
