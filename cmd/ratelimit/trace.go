@@ -472,10 +472,14 @@ func formatDuration(d time.Duration) string {
 	return strings.TrimSuffix(s, ".")
 }
 
-// formatFloat prints x with at most six decimals, trailing zeros dropped.
+// formatFloat prints x with at most six decimals, trailing zeros dropped;
+// very large or very small magnitudes in exponent form (1e+300, 1e-09).
 func formatFloat(x float64) string {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	if a := math.Abs(x); a >= 1e15 || (a != 0 && a < 5e-7) {
+		return strconv.FormatFloat(x, 'g', 6, 64)
 	}
 	s := strconv.FormatFloat(x, 'f', 6, 64)
 	if strings.Contains(s, ".") {

@@ -381,7 +381,7 @@ func TestFormat(t *testing.T) {
 			t.Errorf("formatDuration(%d) = %q, want %q", d, got, want)
 		}
 	}
-	for x, want := range map[float64]string{0: "0", 3.0122119: "3.012212", 8: "8", -0.0000001: "0", posInf: "+Inf"} {
+	for x, want := range map[float64]string{0: "0", 3.0122119: "3.012212", 8: "8", -0.0000001: "-1e-07", 0.0000006: "0.000001", 1e300: "1e+300", 123456789012345: "123456789012345", posInf: "+Inf"} {
 		if got := formatFloat(x); got != want {
 			t.Errorf("formatFloat(%v) = %q, want %q", x, got, want)
 		}
