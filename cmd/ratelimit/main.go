@@ -4,7 +4,11 @@
 // Usage:
 //
 //	ratelimit <command> [flags] [arguments]
-//	ratelimit help <command>
+//	ratelimit help               # the list of commands
+//	ratelimit help <command>     # a command's flags and arguments
+//
+// For example, "ratelimit trace --warmup 2s" prints the schedule of a
+// warming-up limiter at 4 permits per second on a fake clock.
 //
 // Each command lives in its own file and registers itself with one line in
 // the commands table below. A command gets its arguments and the three

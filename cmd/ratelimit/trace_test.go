@@ -171,6 +171,22 @@ func TestBinaryTrace(t *testing.T) {
 		checkArticleTable(t, stdout, articleTables[1].want)
 	})
 
+	t.Run("resolution: nanoseconds by default, microseconds with --guava", func(t *testing.T) {
+		// At 80 000 permits/s a permit costs 12.5 µs; Guava books 12.
+		for _, tc := range []struct {
+			flag, want string
+		}{{"--guava=false", "0.0000125"}, {"--guava", "0.000012"}} {
+			stdout, stderr, code := runBinary(t, bin, "", "trace", tc.flag, "--qps", "80000", "acquire", "acquire")
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			rows := parseTable(t, stdout)
+			if len(rows) != 2 || rows[1].wait != tc.want {
+				t.Errorf("%s: rows %+v, want the second acquire to wait %s", tc.flag, rows, tc.want)
+			}
+		}
+	})
+
 	t.Run("script on stdin", func(t *testing.T) {
 		script := "# the article, warming up\nacquire:1 sleep:1s\nacquire:3 sleep:1s # second\nacquire:10\nsleep:1\nacquire\n"
 		stdout, stderr, code := runBinary(t, bin, script, "trace", "--warmup", "2s", "--script", "-")
