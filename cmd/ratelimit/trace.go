@@ -118,7 +118,12 @@ func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, cfg.describe(lim))
 	fmt.Fprintln(stdout)
-	writeTable(stdout, replay(lim, clk, ops))
+	rows, err := replay(lim, clk, ops)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit trace: %v\n", err)
+		return exitFail
+	}
+	writeTable(stdout, rows)
 	return exitOK
 }
 
@@ -392,29 +397,32 @@ type row struct {
 }
 
 // replay runs ops on lim, whose clock is clk, and records the schedule.
-// Nothing here blocks: the fake clock moves instead of sleeping.
-func replay(lim *ratelimit.Limiter, clk *clocktest.Fake, ops []op) []row {
+// Nothing here blocks: the fake clock moves instead of sleeping. The
+// operations were validated when parsed, so an error here is a bug.
+func replay(lim *ratelimit.Limiter, clk *clocktest.Fake, ops []op) ([]row, error) {
 	rows := make([]row, 0, len(ops))
 	for _, o := range ops {
 		r := row{at: clk.Elapsed(), op: o, stored: lim.Snapshot().StoredPermits}
+		var err error
 		switch o.kind {
 		case opAcquire:
-			// The fake clock never fails a sleep and permits are > 0,
-			// so there is no error to handle.
-			r.wait, _ = lim.Acquire(context.Background(), o.permits)
+			r.wait, err = lim.Acquire(context.Background(), o.permits)
 		case opTry:
 			r.refused = !lim.TryAcquire(o.permits, o.d)
 			r.wait = clk.Elapsed() - r.at
 		case opSleep:
 			clk.Advance(o.d)
 		case opRate:
-			_ = lim.SetRate(o.rate) // validated by parseOp
+			err = lim.SetRate(o.rate)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%v at %s s: %w", o, formatDuration(r.at), err)
 		}
 		after := lim.Snapshot()
 		r.left, r.next = after.StoredPermits, after.NextFree
 		rows = append(rows, r)
 	}
-	return rows
+	return rows, nil
 }
 
 // writeTable prints rows as aligned columns; no cell contains a space, so the

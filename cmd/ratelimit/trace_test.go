@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/clocktest"
 )
 
 // buildBinary compiles the command into a temporary directory, so that the
@@ -415,5 +418,22 @@ func TestRunInProcess(t *testing.T) {
 	stdout.Reset()
 	if code := run([]string{"help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "trace") {
 		t.Errorf("help: exit %d, %q", code, stdout.String())
+	}
+}
+
+// replay reports a call the limiter rejects (the parser keeps such
+// operations out, so this is the safety net) instead of printing a row.
+func TestReplayReportsRejectedCalls(t *testing.T) {
+	clk := clocktest.NewFake()
+	lim, err := ratelimit.NewBursty(4, ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []op{{kind: opAcquire, permits: 0}, {kind: opRate, rate: -1}} {
+		if _, err := replay(lim, clk, []op{{kind: opAcquire, permits: 1}, o}); err == nil {
+			t.Errorf("replay of %v: no error", o)
+		} else if !errors.Is(err, ratelimit.ErrInvalidPermits) && !errors.Is(err, ratelimit.ErrInvalidRate) {
+			t.Errorf("replay of %v: %v, want a wrapped sentinel", o, err)
+		}
 	}
 }
