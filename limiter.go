@@ -136,6 +136,21 @@ func (l *Limiter) present(el time.Duration, now int64) (time.Duration, int64) {
 	return el, l.ticks(el)
 }
 
+// waitTicks is how long from now until moment, never negative. It
+// saturates: with the clock stepped back before the limiter's origin (now <
+// 0) and nextFreeTicket saturated at math.MaxInt64 by a vanishing rate, the
+// plain difference overflows to a negative number, which read as "no wait"
+// (found by FuzzLimiter).
+func waitTicks(moment, now int64) int64 {
+	if moment <= now {
+		return 0
+	}
+	if d := moment - now; d > 0 {
+		return d
+	}
+	return math.MaxInt64
+}
+
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	if l.clock == nil {
 		return sleepCtx(ctx, d)
@@ -168,7 +183,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	l.mu.Lock()
 	el, now = l.present(el, now)
 	if deadline, ok := ctx.Deadline(); ok {
-		wait := l.duration(max(l.e.NextFreeTicket()-now, 0))
+		wait := l.duration(waitTicks(l.e.NextFreeTicket(), now))
 		if wait > 0 && wait > deadline.Sub(l.start)-el {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("ratelimit: waiting %v would exceed the context deadline: %w", wait, context.DeadlineExceeded)
@@ -178,7 +193,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
 
-	wait := l.duration(max(moment-now, 0))
+	wait := l.duration(waitTicks(moment, now))
 	if wait == 0 && l.clock == nil {
 		return 0, nil
 	}
@@ -282,7 +297,7 @@ func (l *Limiter) Reserve(permits int) Reservation {
 	moment, undo := l.e.Reserve(permits, now)
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
-	return Reservation{lim: l, undo: undo, wait: l.duration(max(moment-now, 0)), ok: true}
+	return Reservation{lim: l, undo: undo, wait: l.duration(waitTicks(moment, now)), ok: true}
 }
 
 // SetRate changes the stable rate. As in Guava, the stored permits are first
@@ -338,7 +353,7 @@ func (l *Limiter) Snapshot() Snapshot {
 		StoredPermits:  l.e.StoredPermitsAt(now),
 		MaxPermits:     l.e.MaxPermits(),
 		StableInterval: saturatedDuration(l.e.StableInterval() * float64(l.tick)),
-		NextFree:       l.duration(max(l.e.NextFreeTicket()-now, 0)),
+		NextFree:       l.duration(waitTicks(l.e.NextFreeTicket(), now)),
 		Elapsed:        el,
 	}
 }
