@@ -1,2 +1,182 @@
--- placeholder
-return 0
+-- lease.lua: the distributed limiter's protocol, appended to engine.lua.
+--
+-- KEYS[1]  the state hash  ratelimit:{name}:state  (one smooth engine)
+-- KEYS[2]  the registry    ratelimit:{name}:procs  (process id -> "lastSeen demand")
+-- Both share the hash tag {name}, so they live in one cluster slot.
+--
+-- ARGV (all numbers as decimal strings):
+--  1 op        'lease' | 'refund' | 'setrate'
+--  2 now       µs on the Redis clock; 0 means "read TIME" (anything else is
+--              for tests only)
+--  3 kind      'b' (bursty) or 'w' (warming up)
+--  4 rate      the caller's rate, used only to (re)create the state
+--  5 burst     seconds of stored permits (bursty)
+--  6 warmup    µs (warming up)
+--  7 cold      cold factor (warming up)
+--  8 ver       the config version the caller knows
+--  9 pid       the caller's process id
+-- 10 validity  µs a lease stays usable after its permits become usable
+-- 11 regttl    µs after which a silent process leaves the registry
+-- lease:   12 need (permits that must be in the lease)  13 want (the lease
+--          size asked for)  14 maxwait µs  15 demand permits/s  16 tau µs
+-- refund:  12 permits  13 the version they were leased under  14 leave (1
+--          removes the caller from the registry)
+-- setrate: 12 the new rate
+--
+-- Reply: {granted, wait µs, retryAfter µs, validity µs, processes, ver,
+-- rate, maxPermits}, every element a string so that no precision is lost.
+
+-- MAX_WAIT caps how far ahead a lease may be booked (µs). A caller willing
+-- to wait longer asks again after retryAfter. It also bounds the legitimate
+-- debt, which is what lets the script detect a clock that stepped back.
+local MAX_WAIT = 1e6
+local MIN_TTL_MS = 1000
+local MAX_TTL_MS = 86400000
+
+local op = ARGV[1]
+local now = tonumber(ARGV[2])
+if now <= 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1e6 + tonumber(t[2])
+end
+local callerRate, callerVer = dec(ARGV[4]), tonumber(ARGV[8])
+local pid = ARGV[9]
+local validity, regTTL = tonumber(ARGV[10]), tonumber(ARGV[11])
+
+-- Registry: refuse a wrong-typed key with a clear error.
+local rt = redis.call('TYPE', KEYS[2])['ok']
+if rt ~= 'none' and rt ~= 'hash' then
+  return error({err = 'ERR ratelimit: key ' .. KEYS[2] .. ' holds a ' .. rt .. ', not the limiter registry hash'})
+end
+
+local s = loadState(KEYS[1])
+if s == nil then
+  if op == 'refund' then
+    -- Nothing to give back to: the state the permits came from is gone.
+    if ARGV[14] == '1' then redis.call('HDEL', KEYS[2], pid) end
+    return {'0', '0', '0', '0', '0', '0', enc(callerRate), '0'}
+  end
+  s = newState(ARGV[3], dec(ARGV[5]), tonumber(ARGV[6]), dec(ARGV[7]))
+  s.ver, s.lc = math.max(1, callerVer), 0
+  setRate(s, callerRate, now)
+elseif callerVer > s.ver and op ~= 'refund' then
+  -- The state was lost and recreated by a process that knew an older
+  -- configuration: the newer one wins, applied once.
+  setRate(s, callerRate, now)
+  s.ver = callerVer
+end
+
+-- A clock that stepped back leaves next absurdly far ahead; legitimate debt
+-- never exceeds MAX_WAIT plus the cost of the last reservation.
+if s.next - now > MAX_WAIT + s.lc then
+  s.next = now + s.lc
+end
+
+local function ttlMs(extra)
+  local fill = s.max * coolDownInterval(s)
+  local debt = math.max(s.next - now, 0)
+  local ms = math.ceil((debt + fill + extra) / 1000)
+  if ms ~= ms or ms > MAX_TTL_MS then ms = MAX_TTL_MS end
+  if ms < MIN_TTL_MS then ms = MIN_TTL_MS end
+  return ms
+end
+
+local function persist()
+  saveState(KEYS[1], s)
+  redis.call('PEXPIRE', KEYS[1], ttlMs(2 * validity + regTTL))
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('PEXPIRE', KEYS[2], math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000)))
+  end
+end
+
+local function reply(granted, wait, retry, valid, procs)
+  return {string.format('%d', granted), string.format('%d', wait), string.format('%d', retry),
+    string.format('%d', valid), tostring(procs), string.format('%d', s.ver),
+    enc(rateOf(s)), enc(s.max)}
+end
+
+if op == 'setrate' then
+  setRate(s, dec(ARGV[12]), now)
+  s.ver = s.ver + 1
+  persist()
+  return reply(0, 0, 0, 0, 0)
+end
+
+if op == 'refund' then
+  local n, lv = tonumber(ARGV[12]), tonumber(ARGV[13])
+  local refunded = 0
+  if lv == s.ver and n > 0 then
+    resync(s, now)
+    -- Roll nextFreeTicket back by the permits' price at the stable rate,
+    -- never before now: time that has passed cannot be given back.
+    local back = math.min(javaLong(n * s.interval), s.next - now)
+    if back > 0 then
+      s.next = s.next - back
+      if s.interval > 0 then refunded = math.floor(back / s.interval) else refunded = n end
+    end
+  end
+  if ARGV[14] == '1' then redis.call('HDEL', KEYS[2], pid) end
+  persist()
+  return reply(refunded, 0, 0, 0, 0)
+end
+
+if op ~= 'lease' then
+  return error({err = 'ERR ratelimit: unknown op ' .. tostring(op)})
+end
+
+local need, want, maxWait = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local demand, tau = dec(ARGV[15]), tonumber(ARGV[16])
+if maxWait > MAX_WAIT then maxWait = MAX_WAIT end
+
+-- Registry: record the caller, forget processes silent for longer than
+-- regTTL, and collect the live demands.
+redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand))
+local all = redis.call('HGETALL', KEYS[2])
+local live, dead = {}, {}
+for i = 1, #all, 2 do
+  local seen, d = string.match(all[i + 1], '^(%S+) (%S+)$')
+  seen, d = tonumber(seen or ''), dec(d or '')
+  if seen == nil or d == nil or d ~= d or d < 0 or now - seen > regTTL then
+    dead[#dead + 1] = all[i]
+  else
+    live[#live + 1] = {id = all[i], d = d}
+  end
+end
+if #dead > 0 then redis.call('HDEL', KEYS[2], unpack(dead)) end
+
+-- Max-min fair share of the rate (water filling): processes that want less
+-- than an equal split get what they want; the rest split what is left;
+-- capacity nobody wants is spread evenly.
+local rate = rateOf(s)
+local cap = want
+if rate < INF and #live > 0 then
+  table.sort(live, function(a, b) return a.d < b.d end)
+  local level, remaining = INF, rate
+  for i = 1, #live do
+    local l = remaining / (#live - i + 1)
+    if live[i].d > l then
+      level = l
+      break
+    end
+    remaining = remaining - live[i].d
+  end
+  local share
+  if level == INF then
+    share = demand + remaining / #live
+  else
+    share = math.min(demand, level)
+  end
+  cap = math.max(1, math.floor(share * tau / 1e6))
+end
+local grant = math.max(need, math.min(want, cap))
+
+resync(s, now)
+local wait = s.next - now
+if wait > maxWait then
+  persist()
+  return reply(0, 0, wait - maxWait, 0, #live)
+end
+local moment, cost = reserve(s, grant, now)
+s.lc = cost
+persist()
+return reply(grant, moment - now, 0, moment - now + validity, #live)

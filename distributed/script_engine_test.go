@@ -41,8 +41,6 @@ func (e *engineScript) run(args ...any) [5]float64 {
 	return out
 }
 
-func f64(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-
 // same compares bit patterns, so that NaN equals NaN and nothing is lost to
 // rounding.
 func same(a, b float64) bool {

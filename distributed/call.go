@@ -1,0 +1,124 @@
+package distributed
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// reply is lease.lua's answer, with its µs durations converted.
+type reply struct {
+	granted    int64
+	wait       time.Duration // from the script's now until the permits are usable
+	retry      time.Duration // nothing granted: the bucket is empty for this long
+	validity   time.Duration // from the script's now until the lease ends
+	processes  int
+	ver        int64
+	rate       float64
+	maxPermits float64
+}
+
+// redisNow is the time argument of the script: 0 (the script reads TIME)
+// except in tests that drive the shared state at explicit times.
+func (l *Limiter) redisNow() int64 {
+	if l.cfg.scriptTime != nil {
+		return l.cfg.scriptTime()
+	}
+	return 0
+}
+
+// baseArgsLocked are ARGV[1..11] of lease.lua.
+func (l *Limiter) baseArgsLocked(op string) []any {
+	return []any{
+		op,
+		l.redisNow(),
+		l.kind,
+		f64(l.rate),
+		f64(l.cfg.maxBurstSeconds),
+		micros(l.cfg.warmup),
+		f64(l.cfg.coldFactor),
+		l.ver,
+		l.cfg.processID,
+		micros(l.cfg.leaseValidity),
+		micros(l.cfg.registryTTL),
+	}
+}
+
+func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
+	return append(l.baseArgsLocked("lease"),
+		need,
+		l.wantLocked(),
+		micros(wait),
+		f64(l.demand),
+		micros(l.cfg.leaseDuration),
+	)
+}
+
+func (l *Limiter) refundArgsLocked(n, ver int64, leave bool) []any {
+	lv := "0"
+	if leave {
+		lv = "1"
+	}
+	return append(l.baseArgsLocked("refund"), n, ver, lv)
+}
+
+// call runs lease.lua once, bounded by the call timeout. The Redis command
+// runs in its own goroutine so that the bound holds even with a client
+// whose socket timeouts ignore contexts; that goroutine is tracked by l.wg
+// and Close waits for it.
+func (l *Limiter) call(args []any) (reply, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.callTimeout)
+	type result struct {
+		v   []string
+		err error
+	}
+	ch := make(chan result, 1)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer cancel()
+		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).StringSlice()
+		ch <- result{v, err}
+	}()
+	var res result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return reply{}, fmt.Errorf("distributed: redis call: %w", ctx.Err())
+	}
+	if res.err != nil {
+		return reply{}, fmt.Errorf("distributed: redis call: %w", res.err)
+	}
+	return parseReply(res.v)
+}
+
+func parseReply(v []string) (reply, error) {
+	if len(v) != 8 {
+		return reply{}, fmt.Errorf("distributed: unexpected script reply %q", v)
+	}
+	var (
+		r    reply
+		errs [8]error
+		us   [4]int64
+		n    int64
+	)
+	for i := 0; i < 4; i++ {
+		us[i], errs[i] = strconv.ParseInt(v[i], 10, 64)
+	}
+	n, errs[4] = strconv.ParseInt(v[4], 10, 64)
+	r.ver, errs[5] = strconv.ParseInt(v[5], 10, 64)
+	r.rate, errs[6] = strconv.ParseFloat(v[6], 64)
+	r.maxPermits, errs[7] = strconv.ParseFloat(v[7], 64)
+	for _, err := range errs {
+		if err != nil {
+			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %w", v, err)
+		}
+	}
+	r.granted = us[0]
+	r.wait = time.Duration(us[1]) * time.Microsecond
+	r.retry = time.Duration(us[2]) * time.Microsecond
+	r.validity = time.Duration(us[3]) * time.Microsecond
+	r.processes = int(n)
+	return r, nil
+}

@@ -1,0 +1,26 @@
+package distributed
+
+import "errors"
+
+// Sentinel errors of this package. Invalid rates, permits, warm-up periods,
+// cold factors, burst lengths and clocks are reported with the root
+// package's sentinels (ratelimit.ErrInvalidRate and so on), wrapped with the
+// offending value; test for all of them with errors.Is.
+var (
+	// ErrNilClient: New was given a nil Redis client.
+	ErrNilClient = errors.New("distributed: redis client must not be nil")
+	// ErrInvalidName: the limiter name is empty, longer than 200 bytes, or
+	// contains '{' or '}' (it becomes the keys' hash tag).
+	ErrInvalidName = errors.New("distributed: name must be 1-200 bytes without '{' or '}'")
+	// ErrInvalidLease: a lease duration, validity or call timeout is not
+	// positive, or a fallback rate is negative or NaN.
+	ErrInvalidLease = errors.New("distributed: lease durations and timeouts must be positive")
+	// ErrInvalidProcessID: the process id is empty, longer than 200 bytes
+	// or contains a space.
+	ErrInvalidProcessID = errors.New("distributed: process id must be 1-200 bytes without spaces")
+	// ErrUnavailable: Redis could not be reached (or answered an error)
+	// and the limiter fails closed. It wraps the underlying error.
+	ErrUnavailable = errors.New("distributed: redis unavailable and the limiter fails closed")
+	// ErrClosed: the limiter has been closed.
+	ErrClosed = errors.New("distributed: limiter closed")
+)

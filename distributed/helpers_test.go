@@ -1,0 +1,59 @@
+package distributed
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// newClient returns a client for srv that honours context deadlines on the
+// socket, as the package documentation recommends.
+func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                  srv.Addr(),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialTimeout:           200 * time.Millisecond,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// skewed is a process's local clock: the shared fake time plus a constant
+// offset. Limiters only measure durations on it, so the offset must not
+// matter.
+type skewed struct {
+	base *clocktest.Fake
+	off  time.Duration
+}
+
+func (s skewed) Now() time.Time { return s.base.Now().Add(s.off) }
+func (s skewed) Sleep(ctx context.Context, d time.Duration) error {
+	return s.base.Sleep(ctx, d)
+}
+
+// redisEpoch is where the explicit Redis time of simulations starts, in µs
+// (a realistic Unix time, so that the script works with 16-digit numbers).
+const redisEpoch = 1_780_000_000_000_000
+
+// simTime returns the explicit script time for a simulation on base: the
+// Redis server's clock, which every process shares.
+func simTime(base *clocktest.Fake) func() int64 {
+	return func() int64 { return redisEpoch + base.Elapsed().Microseconds() }
+}
+
+// withSim makes a limiter part of a deterministic simulation: the script
+// runs at the shared fake time and background calls run inline.
+func withSim(base *clocktest.Fake) Option {
+	return optionFunc(func(c *config) error {
+		c.scriptTime = simTime(base)
+		c.syncPrefetch = true
+		return nil
+	})
+}

@@ -1,0 +1,852 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit"
+)
+
+var _ ratelimit.Acquirer = (*Limiter)(nil)
+
+// maxWait mirrors lease.lua's MAX_WAIT: the longest wait a single lease
+// call may book. Longer waits are made of several calls.
+const maxWait = time.Second
+
+// demandWindow is the time constant of the demand estimate (an
+// exponentially weighted moving average of requested permits per second).
+const demandWindow = time.Second
+
+// Limiter is one process's handle on a rate shared by a whole fleet through
+// Redis. See the package documentation for the protocol.
+//
+// Permits are leased from the global state in batches and handed out from a
+// local pool; a permit is always taken from Redis before it is handed out
+// (debit before spend). A Limiter is safe for concurrent use; call Close
+// when done, to give unused permits back and stop its background calls.
+type Limiter struct {
+	client redis.UniversalClient
+	keys   []string
+	cfg    config
+	kind   string          // "b" or "w", as in engine.lua
+	clock  ratelimit.Clock // nil: the time package
+	start  time.Time
+
+	wg sync.WaitGroup // every goroutine that talks to Redis
+
+	mu           sync.Mutex
+	rate         float64 // the fleet's rate as last reported (or configured)
+	ver          int64   // config version as last reported
+	maxPermits   float64 // the global burst capacity as last reported
+	processes    int     // live processes as last reported
+	pool         []tranche
+	demand       float64 // requested permits per second (EWMA)
+	asked        float64 // requested since demandAt
+	demandAt     time.Duration
+	haveDemand   bool
+	inflight     chan struct{} // non-nil while a Redis call is in flight; closed after
+	backoffUntil time.Duration // the global bucket is empty until then
+	healthy      bool
+	failures     int
+	probeAt      time.Duration
+	lastErr      error
+	fallback     *ratelimit.Limiter
+	fallbackAt   time.Duration
+	rtt          time.Duration // decaying maximum of the round trip
+	closed       bool
+	rng          *rand.Rand
+	st           Stats
+}
+
+// tranche is the permits of one lease still held locally.
+type tranche struct {
+	n       int64
+	usable  time.Duration // local time from which they may be spent
+	expires time.Duration // local time at which unspent ones lapse
+	ver     int64         // config version they were leased under
+}
+
+// Stats reports what a Limiter has done since it was made.
+type Stats struct {
+	Leases           int64         // lease calls that granted permits
+	PermitsLeased    int64         // permits granted by those calls
+	EmptyReplies     int64         // lease calls refused: the global bucket was empty
+	Refunds          int64         // refund calls that gave permits back
+	PermitsRefunded  int64         // permits given back
+	PermitsLapsed    int64         // leased permits that expired unspent
+	RedisCalls       int64         // every script call, successful or not
+	RedisErrors      int64         // calls that failed or timed out
+	LocalDecisions   int64         // Acquire/TryAcquire answered without waiting for Redis
+	RemoteDecisions  int64         // those that waited for a Redis reply
+	FallbackAdmitted int64         // permits admitted by the fallback limiter
+	FallbackTime     time.Duration // time spent with Redis unreachable
+	InFallback       bool          // Redis is unreachable now
+	Held             int64         // permits in the local pool now
+	Processes        int           // live processes Redis last reported
+	Demand           float64       // measured requested demand, permits/s
+	LastError        error         // the last Redis error, if any
+}
+
+// New returns a limiter named name that shares permitsPerSecond with every
+// other Limiter of the same name on the same Redis (a single server, a
+// failover setup or a Cluster: client may be any redis.UniversalClient). It
+// makes no network call; the first lease creates the shared state if it
+// does not exist. If it exists, its rate and kind win: the first process to
+// create it configures the fleet, and SetRate changes it for everyone.
+//
+// The limiter is a SmoothBursty shared by the fleet, or a SmoothWarmingUp
+// with WithWarmup. Invalid arguments return errors wrapping this package's
+// sentinels or the root package's (ratelimit.ErrInvalidRate, ...).
+func New(client redis.UniversalClient, name string, permitsPerSecond float64, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	if name == "" || len(name) > 200 || containsAny(name, "{}") {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	if err := checkRate(permitsPerSecond); err != nil {
+		return nil, err
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		client:  client,
+		keys:    []string{"ratelimit:{" + name + "}:state", "ratelimit:{" + name + "}:procs"},
+		cfg:     cfg,
+		kind:    "b",
+		clock:   cfg.clock,
+		rate:    permitsPerSecond,
+		healthy: true,
+	}
+	if cfg.setWarmup {
+		l.kind = "w"
+	}
+	if _, ok := l.clock.(ratelimit.SystemClock); ok {
+		l.clock = nil
+	}
+	if l.clock == nil {
+		l.start = time.Now()
+	} else {
+		l.start = l.clock.Now()
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(cfg.processID))
+	l.rng = rand.New(rand.NewPCG(h.Sum64(), uint64(time.Now().UnixNano())))
+	return l, nil
+}
+
+func containsAny(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		for j := 0; j < len(chars); j++ {
+			if s[i] == chars[j] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkRate(r float64) error {
+	if !(r > 0) {
+		return fmt.Errorf("%w: %v", ratelimit.ErrInvalidRate, r)
+	}
+	return nil
+}
+
+// elapsed reads the local clock: the time since the limiter was made.
+func (l *Limiter) elapsed() time.Duration {
+	if l.clock == nil {
+		return time.Since(l.start)
+	}
+	return l.clock.Now().Sub(l.start)
+}
+
+// localDeadline converts ctx's deadline to the local time line.
+func (l *Limiter) localDeadline(ctx context.Context, now time.Duration) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return math.MaxInt64
+	}
+	var left time.Duration
+	if l.clock == nil {
+		left = time.Until(d)
+	} else {
+		left = d.Sub(l.clock.Now())
+	}
+	return satAdd(now, left)
+}
+
+func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if l.clock != nil {
+		return l.clock.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func satAdd(a, b time.Duration) time.Duration {
+	s := a + b
+	if b > 0 && s < a {
+		return math.MaxInt64
+	}
+	if b < 0 && s > a {
+		return math.MinInt64
+	}
+	return s
+}
+
+// Acquire takes permits, waiting until the fleet's shared limiter allows
+// them, and returns how long it waited. It honours ctx: if ctx ends or its
+// deadline cannot be met, Acquire returns an error (wrapping ctx's error or
+// context.DeadlineExceeded) and spends nothing; permits it had set aside go
+// back to the local pool.
+//
+// While Redis is unreachable a FailOpen limiter admits through its local
+// fallback limiter, and a FailClosed one returns an error wrapping
+// ErrUnavailable. permits <= 0 is an error wrapping
+// ratelimit.ErrInvalidPermits.
+func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
+	if permits <= 0 {
+		return 0, fmt.Errorf("%w: %d", ratelimit.ErrInvalidPermits, permits)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := int64(permits)
+	begin := l.elapsed()
+	deadline := l.localDeadline(ctx, begin)
+	remote := false
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	l.noteDemand(n, begin)
+	for {
+		now := l.elapsed()
+		at, taken, ok, enough := l.takeLocked(n, now, deadline)
+		if ok {
+			l.countDecision(remote)
+			l.maintainLocked(now)
+			l.mu.Unlock()
+			if at > now {
+				if err := l.sleep(ctx, at-now); err != nil {
+					l.giveBack(taken)
+					return 0, err
+				}
+			}
+			return max(at, now) - begin, nil
+		}
+		if enough {
+			// The permits are held but usable only after the deadline.
+			l.mu.Unlock()
+			return 0, fmt.Errorf("distributed: permits usable in %v, after the context deadline: %w", at-now, context.DeadlineExceeded)
+		}
+		if l.inflight != nil {
+			ch := l.inflight
+			l.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+			l.mu.Lock()
+			remote = true
+			if l.closed {
+				l.mu.Unlock()
+				return 0, ErrClosed
+			}
+			continue
+		}
+		if now < l.backoffUntil {
+			// The global bucket is empty until backoffUntil.
+			until := l.backoffUntil
+			l.mu.Unlock()
+			if until > deadline {
+				return 0, fmt.Errorf("distributed: the shared limiter is empty for %v, past the context deadline: %w", until-now, context.DeadlineExceeded)
+			}
+			if err := l.sleep(ctx, until-now); err != nil {
+				return 0, err
+			}
+			l.mu.Lock()
+			if l.closed {
+				l.mu.Unlock()
+				return 0, ErrClosed
+			}
+			continue
+		}
+		if !l.healthy && now < l.probeAt {
+			return l.fallbackAcquire(ctx, permits)
+		}
+		// Ask Redis in this goroutine, for at least what is missing.
+		need := max(n-l.heldLocked(now), 1)
+		wait := min(max(deadline-now, 0), maxWait)
+		l.leaseLocked(need, wait)
+		remote = true
+		if l.closed {
+			l.mu.Unlock()
+			return 0, ErrClosed
+		}
+	}
+}
+
+// fallbackAcquire serves Acquire while Redis is away. Called with l.mu held;
+// returns with it released.
+func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Duration, error) {
+	if l.cfg.policy == FailClosed {
+		err := l.lastErr
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	fb := l.fallback
+	l.mu.Unlock()
+	w, err := fb.Acquire(ctx, permits)
+	if err == nil {
+		l.mu.Lock()
+		l.st.FallbackAdmitted += int64(permits)
+		l.mu.Unlock()
+	}
+	return w, err
+}
+
+// TryAcquire takes permits if they can be had within timeout and reports
+// whether it did, sleeping at most timeout when the permits it holds become
+// usable a little later. With timeout 0 it never waits for Redis while
+// another call is in flight or while the shared bucket is known to be
+// empty: those answers are made locally. A negative timeout counts as 0;
+// permits <= 0 is refused.
+func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
+	if permits <= 0 {
+		return false
+	}
+	n := int64(permits)
+	timeout = max(timeout, 0)
+	begin := l.elapsed()
+	latest := satAdd(begin, timeout)
+	asked := false
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return false
+	}
+	l.noteDemand(n, begin)
+	for {
+		now := l.elapsed()
+		if at, _, ok, _ := l.takeLocked(n, now, max(latest, now)); ok {
+			l.countDecision(asked)
+			l.maintainLocked(now)
+			l.mu.Unlock()
+			if at > now {
+				_ = l.sleep(context.Background(), at-now)
+			}
+			return true
+		}
+		if asked {
+			l.countDecision(true)
+			l.mu.Unlock()
+			return false
+		}
+		if l.inflight != nil {
+			if timeout == 0 {
+				l.countDecision(false)
+				l.mu.Unlock()
+				return false
+			}
+			ch := l.inflight
+			l.mu.Unlock()
+			<-ch // bounded by the call timeout
+			l.mu.Lock()
+			if l.closed {
+				l.mu.Unlock()
+				return false
+			}
+			latest = max(latest, l.elapsed())
+			asked = true
+			continue
+		}
+		if now < l.backoffUntil && l.backoffUntil > latest {
+			l.countDecision(false)
+			l.mu.Unlock()
+			return false
+		}
+		if !l.healthy && now < l.probeAt {
+			return l.fallbackTry(permits, timeout)
+		}
+		if !l.healthy {
+			// Probe in the background; answer from the fallback.
+			l.startLeaseLocked(now, 0, 0)
+			return l.fallbackTry(permits, timeout)
+		}
+		need := max(n-l.heldLocked(now), 1)
+		l.leaseLocked(need, min(max(latest-now, 0), maxWait))
+		asked = true
+		if l.closed {
+			l.mu.Unlock()
+			return false
+		}
+		// The round trip itself does not count against the timeout.
+		latest = max(latest, l.elapsed())
+	}
+}
+
+// fallbackTry serves TryAcquire while Redis is away. Called with l.mu held;
+// returns with it released.
+func (l *Limiter) fallbackTry(permits int, timeout time.Duration) bool {
+	if l.cfg.policy == FailClosed {
+		l.mu.Unlock()
+		return false
+	}
+	fb := l.fallback
+	l.mu.Unlock()
+	ok := fb.TryAcquire(permits, timeout)
+	if ok {
+		l.mu.Lock()
+		l.st.FallbackAdmitted += int64(permits)
+		l.mu.Unlock()
+	}
+	return ok
+}
+
+func (l *Limiter) countDecision(remote bool) {
+	if remote {
+		l.st.RemoteDecisions++
+	} else {
+		l.st.LocalDecisions++
+	}
+}
+
+// noteDemand feeds the requested-demand estimate. It counts what callers
+// ask for, granted or not: sizing leases by what was granted would let a
+// starved process never ask for more.
+func (l *Limiter) noteDemand(n int64, now time.Duration) {
+	l.asked += float64(n)
+	dt := now - l.demandAt
+	if dt < max(l.cfg.leaseDuration/2, 10*time.Millisecond) {
+		return
+	}
+	sample := l.asked / dt.Seconds()
+	if !l.haveDemand {
+		l.demand, l.haveDemand = sample, true
+	} else {
+		alpha := 1 - math.Exp(-dt.Seconds()/demandWindow.Seconds())
+		l.demand += alpha * (sample - l.demand)
+	}
+	l.asked, l.demandAt = 0, now
+}
+
+// wantLocked is the lease size to ask for: τ × demand, at least 1, capped
+// by the global burst capacity (a bigger lease could never be granted
+// without debt anyway). The script caps it further at the fair share.
+func (l *Limiter) wantLocked() int64 {
+	w := math.Ceil(l.demand * l.cfg.leaseDuration.Seconds())
+	if l.maxPermits >= 1 && w > l.maxPermits {
+		w = math.Floor(l.maxPermits)
+	}
+	if !(w >= 1) {
+		return 1
+	}
+	return int64(min(w, 1<<40))
+}
+
+// heldLocked drops lapsed tranches and returns the permits still held.
+func (l *Limiter) heldLocked(now time.Duration) int64 {
+	var held int64
+	kept := l.pool[:0]
+	for _, t := range l.pool {
+		if now >= t.expires {
+			l.st.PermitsLapsed += t.n
+			continue
+		}
+		held += t.n
+		kept = append(kept, t)
+	}
+	clear(l.pool[len(kept):])
+	l.pool = kept
+	return held
+}
+
+// takeLocked removes n permits from the pool if they are all usable by
+// latest. It returns the moment they are all usable and what it took (to
+// give back on cancellation). enough reports that the pool holds n permits
+// even when they are usable too late.
+func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Duration, taken []tranche, ok, enough bool) {
+	if l.heldLocked(now) < n {
+		return 0, nil, false, false
+	}
+	// The pool is sorted by usable time; the first n permits are usable
+	// at the usable time of the tranche holding the n-th.
+	left := n
+	for _, t := range l.pool {
+		at = max(at, t.usable)
+		left -= t.n
+		if left <= 0 {
+			break
+		}
+	}
+	at = max(at, now)
+	if at > latest {
+		return at, nil, false, true
+	}
+	left = n
+	for left > 0 {
+		t := &l.pool[0]
+		k := min(t.n, left)
+		taken = append(taken, tranche{n: k, usable: t.usable, expires: t.expires, ver: t.ver})
+		t.n -= k
+		left -= k
+		if t.n == 0 {
+			l.pool = l.pool[1:]
+		}
+	}
+	return at, taken, true, true
+}
+
+// giveBack returns permits taken by an Acquire whose context ended before
+// it could use them.
+func (l *Limiter) giveBack(taken []tranche) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range taken {
+		l.insertLocked(t)
+	}
+}
+
+func (l *Limiter) insertLocked(t tranche) {
+	i := sort.Search(len(l.pool), func(i int) bool { return l.pool[i].usable > t.usable })
+	l.pool = append(l.pool, tranche{})
+	copy(l.pool[i+1:], l.pool[i:])
+	l.pool[i] = t
+}
+
+// maintainLocked runs after a local decision: it prefetches before the
+// pool runs dry and gives back what a fallen demand no longer needs. At
+// most one call is in flight.
+func (l *Limiter) maintainLocked(now time.Duration) {
+	if l.inflight != nil || l.closed || !l.healthy || now < l.backoffUntil || !l.haveDemand {
+		return
+	}
+	held := l.heldLocked(now)
+	want := l.wantLocked()
+	// Ask again when what is left would last less than two round trips
+	// and half a lease.
+	low := l.demand * (2*l.rtt + l.cfg.leaseDuration/2).Seconds()
+	if float64(held) < max(low, 1) {
+		l.startLeaseLocked(now, 0, l.cfg.leaseDuration)
+		return
+	}
+	if excess := held - 2*want; excess > want && excess > 0 {
+		l.startRefundLocked(now, excess)
+	}
+}
+
+// startLeaseLocked launches a lease call in the background (or inline in
+// the synchronous test mode).
+func (l *Limiter) startLeaseLocked(now time.Duration, need int64, wait time.Duration) {
+	args := l.leaseArgsLocked(need, wait)
+	ch := make(chan struct{})
+	l.inflight = ch
+	if l.cfg.syncPrefetch {
+		l.mu.Unlock()
+		l.runLease(args, ch)
+		l.mu.Lock()
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.runLease(args, ch)
+	}()
+}
+
+// leaseLocked makes a lease call in the caller's goroutine. It releases
+// l.mu during the call and holds it again on return.
+func (l *Limiter) leaseLocked(need int64, wait time.Duration) {
+	args := l.leaseArgsLocked(need, wait)
+	ch := make(chan struct{})
+	l.inflight = ch
+	l.mu.Unlock()
+	l.runLease(args, ch)
+	l.mu.Lock()
+}
+
+func (l *Limiter) runLease(args []any, ch chan struct{}) {
+	sent := l.elapsed()
+	r, err := l.call(args)
+	recv := l.elapsed()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applyLocked(sent, recv, r, err)
+	if err == nil {
+		switch {
+		case r.granted > 0:
+			l.st.Leases++
+			l.st.PermitsLeased += r.granted
+			// Spend no earlier than the reply's wait after it arrived
+			// (the script ran before that), and no later than its
+			// validity after the request left (the script ran after
+			// that): a slow round trip only shortens a lease.
+			l.insertLocked(tranche{n: r.granted, usable: recv + r.wait, expires: sent + r.validity, ver: r.ver})
+		case r.retry > 0:
+			l.st.EmptyReplies++
+			l.backoffUntil = recv + r.retry
+		}
+	}
+	l.inflight = nil
+	close(ch)
+}
+
+// startRefundLocked takes excess permits out of the pool (latest first)
+// and gives them back in the background. Permits leased under an older
+// config version are not refundable and stay.
+func (l *Limiter) startRefundLocked(now time.Duration, excess int64) {
+	var n int64
+	for i := len(l.pool) - 1; i >= 0 && n < excess; i-- {
+		t := &l.pool[i]
+		if t.ver != l.ver {
+			continue
+		}
+		k := min(t.n, excess-n)
+		t.n -= k
+		n += k
+	}
+	kept := l.pool[:0]
+	for _, t := range l.pool {
+		if t.n > 0 {
+			kept = append(kept, t)
+		}
+	}
+	clear(l.pool[len(kept):])
+	l.pool = kept
+	if n == 0 {
+		return
+	}
+	args := l.refundArgsLocked(n, l.ver, false)
+	ch := make(chan struct{})
+	l.inflight = ch
+	run := func() {
+		sent := l.elapsed()
+		r, err := l.call(args)
+		recv := l.elapsed()
+		l.mu.Lock()
+		l.applyLocked(sent, recv, r, err)
+		if err == nil && r.granted > 0 {
+			l.st.Refunds++
+			l.st.PermitsRefunded += r.granted
+		}
+		l.inflight = nil
+		close(ch)
+		l.mu.Unlock()
+	}
+	if l.cfg.syncPrefetch {
+		l.mu.Unlock()
+		run()
+		l.mu.Lock()
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		run()
+	}()
+}
+
+// applyLocked records what any script call taught us: health, round trip,
+// the fleet's config and size.
+func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
+	l.st.RedisCalls++
+	if err != nil {
+		l.st.RedisErrors++
+		l.lastErr = err
+		l.failures++
+		if l.healthy {
+			l.healthy = false
+			l.fallbackAt = recv
+			l.fallback = l.newFallbackLocked()
+		}
+		// Probe again after a jittered, growing pause, so that a fleet
+		// does not stampede a recovering server.
+		base := min(l.cfg.callTimeout<<min(l.failures, 10), time.Second)
+		l.probeAt = recv + time.Duration(float64(base)*(0.5+l.rng.Float64()))
+		return
+	}
+	if !l.healthy {
+		l.healthy = true
+		l.st.FallbackTime += recv - l.fallbackAt
+		l.fallback = nil
+	}
+	l.failures = 0
+	l.rtt = max(recv-sent, l.rtt*15/16)
+	if r.ver >= l.ver {
+		l.ver, l.rate, l.maxPermits = r.ver, r.rate, r.maxPermits
+	}
+	if r.processes > 0 {
+		l.processes = r.processes
+	}
+}
+
+// newFallbackLocked builds the local limiter used while Redis is away:
+// the safe rate, or this process's last known share of the fleet's rate.
+func (l *Limiter) newFallbackLocked() *ratelimit.Limiter {
+	rate := l.cfg.safeRate
+	if rate == 0 {
+		rate = l.rate / float64(max(l.processes, 1))
+	}
+	opts := []ratelimit.Option{ratelimit.WithMaxBurstSeconds(0)}
+	if l.clock != nil {
+		opts = append(opts, ratelimit.WithClock(l.clock))
+	}
+	fb, err := ratelimit.NewBursty(rate, opts...)
+	if err != nil {
+		// Only a rate of 0 gets here (a safe rate is validated): admit
+		// nothing rather than everything.
+		fb, _ = ratelimit.NewBursty(math.SmallestNonzeroFloat64, opts...)
+	}
+	return fb
+}
+
+// SetRate changes the fleet's rate, for every process, with Guava's rules
+// (resync at the old rate, rescale the stored permits) applied once inside
+// Redis. It needs Redis: if the call fails the rate is unchanged (or, if
+// the reply was lost, changed without this process knowing until its next
+// lease). Permits already leased keep the price they were leased at. A rate
+// that is zero, negative or NaN is an error wrapping
+// ratelimit.ErrInvalidRate; +Inf means unlimited.
+func (l *Limiter) SetRate(permitsPerSecond float64) error {
+	if err := checkRate(permitsPerSecond); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	args := l.baseArgsLocked("setrate")
+	args = append(args, f64(permitsPerSecond))
+	l.mu.Unlock()
+	sent := l.elapsed()
+	r, err := l.call(args)
+	recv := l.elapsed()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applyLocked(sent, recv, r, err)
+	if err != nil {
+		return fmt.Errorf("distributed: SetRate: %w", err)
+	}
+	return nil
+}
+
+// Rate returns the fleet's rate as this process last learnt it from Redis
+// (the configured rate before the first call).
+func (l *Limiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate
+}
+
+// Stats returns a snapshot of the limiter's counters.
+func (l *Limiter) Stats() Stats {
+	now := l.elapsed()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.st
+	s.Held = l.heldLocked(now)
+	s.Processes = l.processes
+	s.Demand = l.demand
+	s.LastError = l.lastErr
+	s.InFallback = !l.healthy
+	if !l.healthy {
+		s.FallbackTime += now - l.fallbackAt
+	}
+	return s
+}
+
+// Close gives the unspent permits back to the fleet, leaves the fair-share
+// registry and waits for every background call to end (bounded by ctx).
+// After Close, Acquire returns ErrClosed and TryAcquire false. Closing
+// twice is harmless.
+func (l *Limiter) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	for l.inflight != nil {
+		ch := l.inflight
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		l.mu.Lock()
+	}
+	now := l.elapsed()
+	l.heldLocked(now)
+	var n int64
+	for _, t := range l.pool {
+		if t.ver == l.ver {
+			n += t.n
+		}
+	}
+	l.pool = nil
+	healthy := l.healthy
+	args := l.refundArgsLocked(n, l.ver, true)
+	l.mu.Unlock()
+
+	var err error
+	if healthy {
+		sent := l.elapsed()
+		var r reply
+		r, err = l.call(args)
+		recv := l.elapsed()
+		l.mu.Lock()
+		l.applyLocked(sent, recv, r, err)
+		if err == nil && r.granted > 0 {
+			l.st.Refunds++
+			l.st.PermitsRefunded += r.granted
+		}
+		l.mu.Unlock()
+		if err != nil {
+			err = fmt.Errorf("distributed: Close could not give permits back: %w", err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+func f64(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+func micros(d time.Duration) int64 { return d.Microseconds() }

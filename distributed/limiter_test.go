@@ -1,0 +1,120 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+func TestNewRejectsBadInput(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	cases := []struct {
+		name   string
+		client redis.UniversalClient
+		lname  string
+		rate   float64
+		opts   []Option
+		want   error
+	}{
+		{"nil client", nil, "x", 1, nil, ErrNilClient},
+		{"empty name", c, "", 1, nil, ErrInvalidName},
+		{"brace", c, "a{b", 1, nil, ErrInvalidName},
+		{"zero rate", c, "x", 0, nil, ratelimit.ErrInvalidRate},
+		{"NaN rate", c, "x", math.NaN(), nil, ratelimit.ErrInvalidRate},
+		{"negative warmup", c, "x", 1, []Option{WithWarmup(-1)}, ratelimit.ErrInvalidWarmup},
+		{"cold factor", c, "x", 1, []Option{WithWarmup(time.Second), WithColdFactor(0.5)}, ratelimit.ErrInvalidColdFactor},
+		{"cold without warmup", c, "x", 1, []Option{WithColdFactor(2)}, ratelimit.ErrInvalidOption},
+		{"burst on warmup", c, "x", 1, []Option{WithWarmup(time.Second), WithMaxBurstSeconds(2)}, ratelimit.ErrInvalidOption},
+		{"burst NaN", c, "x", 1, []Option{WithMaxBurstSeconds(math.NaN())}, ratelimit.ErrInvalidBurst},
+		{"lease 0", c, "x", 1, []Option{WithLeaseDuration(0)}, ErrInvalidLease},
+		{"validity", c, "x", 1, []Option{WithLeaseValidity(-time.Second)}, ErrInvalidLease},
+		{"timeout", c, "x", 1, []Option{WithCallTimeout(0)}, ErrInvalidLease},
+		{"safe rate", c, "x", 1, []Option{WithFailOpen(-1)}, ErrInvalidLease},
+		{"pid", c, "x", 1, []Option{WithProcessID("a b")}, ErrInvalidProcessID},
+		{"clock", c, "x", 1, []Option{WithClock(nil)}, ratelimit.ErrInvalidClock},
+	}
+	for _, tc := range cases {
+		l, err := New(tc.client, tc.lname, tc.rate, tc.opts...)
+		if !errors.Is(err, tc.want) || l != nil {
+			t.Errorf("%s: got (%v, %v), want an error wrapping %v", tc.name, l, err, tc.want)
+		}
+	}
+}
+
+func TestRejectedCallsChangeNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	l, err := New(newClient(t, srv), "bad", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	if _, err := l.Acquire(context.Background(), 0); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+		t.Fatalf("Acquire(0): %v", err)
+	}
+	if l.TryAcquire(-1, 0) {
+		t.Fatal("TryAcquire(-1) succeeded")
+	}
+	if err := l.SetRate(math.NaN()); !errors.Is(err, ratelimit.ErrInvalidRate) {
+		t.Fatalf("SetRate(NaN): %v", err)
+	}
+	if st := l.Stats(); st.RedisCalls != 0 || st.Demand != 0 {
+		t.Fatalf("rejected calls touched the limiter: %+v", st)
+	}
+	if got := srv.CLI("DBSIZE"); got != "0" {
+		t.Fatalf("rejected calls wrote to Redis: DBSIZE %s", got)
+	}
+}
+
+// TestSingleProcessSchedule checks the simplest schedule exactly: one
+// process, explicit Redis time, 10 permits/s bursty starting empty.
+func TestSingleProcessSchedule(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	l, err := New(newClient(t, srv), "one", 10, withSim(base), WithClock(base), WithMaxBurstSeconds(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// First permit: free (Guava's pay later), the lease is booked at once.
+	if !l.TryAcquire(1, 0) {
+		t.Fatal("first TryAcquire refused")
+	}
+	// Second, at the same moment: the first one's cost (100 ms) is owed.
+	if l.TryAcquire(1, 0) {
+		t.Fatal("second TryAcquire at the same moment admitted")
+	}
+	st := l.Stats()
+	if st.EmptyReplies != 1 || st.Leases != 1 {
+		t.Fatalf("stats after two tries: %+v", st)
+	}
+	// Backing off: no Redis call until the retry-after has passed.
+	calls := st.RedisCalls
+	base.Advance(50 * time.Millisecond)
+	if l.TryAcquire(1, 0) {
+		t.Fatal("admitted during the backoff")
+	}
+	if got := l.Stats().RedisCalls; got != calls {
+		t.Fatalf("a TryAcquire during the backoff called Redis (%d calls, want %d)", got, calls)
+	}
+	base.Advance(50 * time.Millisecond)
+	if !l.TryAcquire(1, 0) {
+		t.Fatal("refused at 100 ms")
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.TryAcquire(1, 0) {
+		t.Fatal("admitted after Close")
+	}
+	if _, err := l.Acquire(context.Background(), 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+}

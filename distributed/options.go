@@ -1,0 +1,238 @@
+package distributed
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+)
+
+// An Option configures a Limiter made by New.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// FailurePolicy says what a limiter does while Redis cannot be reached.
+type FailurePolicy uint8
+
+const (
+	// FailOpen keeps serving: first the permits already leased, until
+	// their leases end, then a local smooth limiter at a fallback rate
+	// (the configured safe rate, or R divided by the number of processes
+	// Redis last reported). Never the full rate per process.
+	FailOpen FailurePolicy = iota
+	// FailClosed refuses: Acquire returns an error wrapping
+	// ErrUnavailable and TryAcquire returns false once the leased permits
+	// are spent. For limits that must never be exceeded (billing).
+	FailClosed
+)
+
+func (p FailurePolicy) String() string {
+	if p == FailClosed {
+		return "fail-closed"
+	}
+	return "fail-open"
+}
+
+// config holds every knob with its default; buildConfig is the only place
+// defaults are set.
+type config struct {
+	clock ratelimit.Clock
+
+	warmup          time.Duration
+	coldFactor      float64
+	maxBurstSeconds float64
+	setWarmup       bool
+	setCold         bool
+	setBurst        bool
+
+	leaseDuration time.Duration // τ: how long a lease should last at the measured demand
+	leaseValidity time.Duration // how long leased permits stay usable
+	callTimeout   time.Duration // one Redis round trip
+	registryTTL   time.Duration // silent processes leave the fair-share registry
+
+	policy   FailurePolicy
+	safeRate float64 // fail-open rate per process; 0: R / processes
+
+	processID string
+
+	// Test hooks (unexported, set by the package's own tests).
+	scriptTime   func() int64 // explicit Redis time in µs instead of TIME
+	syncPrefetch bool         // prefetch in the caller's goroutine
+}
+
+func buildConfig(opts []Option) (config, error) {
+	c := config{
+		coldFactor:      3.0,
+		maxBurstSeconds: 1.0,
+		leaseDuration:   100 * time.Millisecond,
+		callTimeout:     50 * time.Millisecond,
+		policy:          FailOpen,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&c); err != nil {
+			return config{}, err
+		}
+	}
+	if c.setWarmup && c.setBurst {
+		return config{}, fmt.Errorf("%w: WithMaxBurstSeconds on a warming-up limiter", ratelimit.ErrInvalidOption)
+	}
+	if c.setCold && !c.setWarmup {
+		return config{}, fmt.Errorf("%w: WithColdFactor without WithWarmup", ratelimit.ErrInvalidOption)
+	}
+	if c.leaseValidity == 0 {
+		c.leaseValidity = max(time.Second, 10*c.leaseDuration)
+	}
+	if c.registryTTL == 0 {
+		// A process that is busy renews its entry at least once per
+		// validity period; three missed periods mean it is gone.
+		c.registryTTL = 3 * c.leaseValidity
+	}
+	if c.processID == "" {
+		host, _ := os.Hostname()
+		host = strings.ReplaceAll(host, " ", "_")
+		c.processID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano(), 36))
+	}
+	return c, nil
+}
+
+// WithClock makes the limiter measure local durations (lease lifetimes,
+// waits, demand) on c and sleep on it. The limiter's rate never depends on
+// this clock: the global state runs on the Redis server's clock, so clock
+// skew between processes changes nothing.
+func WithClock(c ratelimit.Clock) Option {
+	return optionFunc(func(cfg *config) error {
+		if c == nil {
+			return ratelimit.ErrInvalidClock
+		}
+		cfg.clock = c
+		return nil
+	})
+}
+
+// WithWarmup makes the fleet share one SmoothWarmingUp limiter: it starts
+// cold, coldFactor (default 3) times slower than the rate, and reaches the
+// rate after the warm-up period of sustained use. 0 is a warm limiter that
+// stores nothing. Negative is an error wrapping ratelimit.ErrInvalidWarmup.
+func WithWarmup(period time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if period < 0 {
+			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidWarmup, period)
+		}
+		cfg.warmup, cfg.setWarmup = period, true
+		return nil
+	})
+}
+
+// WithColdFactor sets the warming-up limiter's cold factor (default 3,
+// finite, at least 1). Only with WithWarmup.
+func WithColdFactor(coldFactor float64) Option {
+	return optionFunc(func(cfg *config) error {
+		if math.IsNaN(coldFactor) || math.IsInf(coldFactor, 0) || coldFactor < 1 {
+			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidColdFactor, coldFactor)
+		}
+		cfg.coldFactor, cfg.setCold = coldFactor, true
+		return nil
+	})
+}
+
+// WithMaxBurstSeconds sets how many seconds of unused permits the fleet's
+// shared bursty bucket stores (default 1). Bursty limiters only.
+func WithMaxBurstSeconds(seconds float64) Option {
+	return optionFunc(func(cfg *config) error {
+		if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < 0 {
+			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidBurst, seconds)
+		}
+		cfg.maxBurstSeconds, cfg.setBurst = seconds, true
+		return nil
+	})
+}
+
+// WithLeaseDuration sets τ, the target life of a lease: each lease holds
+// about τ × the measured demand, capped by the burst and the process's fair
+// share of τ × rate. Shorter means tighter windows and more Redis calls
+// (about 1/τ per busy process); default 100 ms.
+func WithLeaseDuration(d time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: lease duration %v", ErrInvalidLease, d)
+		}
+		cfg.leaseDuration = d
+		return nil
+	})
+}
+
+// WithLeaseValidity sets how long leased permits may be spent after they
+// become usable (default max(1 s, 10 τ)). Unspent permits then lapse. It
+// bounds how many permits a process can spend on old leases while Redis is
+// away.
+func WithLeaseValidity(d time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: lease validity %v", ErrInvalidLease, d)
+		}
+		cfg.leaseValidity = d
+		return nil
+	})
+}
+
+// WithCallTimeout bounds one Redis round trip (default 50 ms). A call that
+// takes longer counts as a failure and puts the limiter under its failure
+// policy until a probe succeeds. For the bound to hold even when the server
+// hangs, create the client with ContextTimeoutEnabled: true (otherwise the
+// abandoned call lingers in the background until the client's ReadTimeout,
+// and Close waits for it).
+func WithCallTimeout(d time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: call timeout %v", ErrInvalidLease, d)
+		}
+		cfg.callTimeout = d
+		return nil
+	})
+}
+
+// WithFailOpen selects the FailOpen policy (the default). safeRate is the
+// per-process rate while Redis is away; 0 means the fleet rate divided by
+// the number of processes Redis last reported (1 if it never answered).
+func WithFailOpen(safeRate float64) Option {
+	return optionFunc(func(cfg *config) error {
+		if math.IsNaN(safeRate) || safeRate < 0 {
+			return fmt.Errorf("%w: safe rate %v", ErrInvalidLease, safeRate)
+		}
+		cfg.policy, cfg.safeRate = FailOpen, safeRate
+		return nil
+	})
+}
+
+// WithFailClosed selects the FailClosed policy.
+func WithFailClosed() Option {
+	return optionFunc(func(cfg *config) error {
+		cfg.policy = FailClosed
+		return nil
+	})
+}
+
+// WithProcessID names this process in the fair-share registry (default:
+// hostname-pid-start time). Two limiters with the same id share one fair
+// share, so give each its own.
+func WithProcessID(id string) Option {
+	return optionFunc(func(cfg *config) error {
+		if id == "" || len(id) > 200 || strings.ContainsAny(id, " \t\r\n") {
+			return fmt.Errorf("%w: %q", ErrInvalidProcessID, id)
+		}
+		cfg.processID = id
+		return nil
+	})
+}
