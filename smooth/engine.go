@@ -219,7 +219,10 @@ func (l *Limiter) Reserve(permits int, now int64) (moment int64, undo Undo) {
 	freshPermits := requested - storedToSpend
 	wait := javaLong(float64(freshPermits * l.stableInterval))
 	if l.kind != Bursty { // a bursty limiter's stored permits are free
-		wait = l.storedPermitsToWaitTime(l.storedPermits, storedToSpend) + wait
+		// Saturating, unlike Guava's plain long sum: a saturated fresh
+		// price plus a stored one must not wrap to a negative wait
+		// (found by FuzzLimiter at 1e-9 permits/s).
+		wait = saturatedAdd(l.storedPermitsToWaitTime(l.storedPermits, storedToSpend), wait)
 	}
 	l.nextFreeTicket = saturatedAdd(l.nextFreeTicket, wait)
 	l.storedPermits -= storedToSpend
@@ -262,7 +265,7 @@ func (l *Limiter) storedPermitsToWaitTime(stored, k float64) int64 {
 		ticks = javaLong(take * length / 2.0) // the trapezoid
 		k -= take
 	}
-	return ticks + javaLong(float64(l.stableInterval*k)) // the rectangle
+	return saturatedAdd(ticks, javaLong(float64(l.stableInterval*k))) // the rectangle
 }
 
 // permitsToTime is the throttling interval at p permits above the
