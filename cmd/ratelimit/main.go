@@ -35,6 +35,8 @@ type command struct {
 // with its run function and one line here.
 var commands = map[string]command{
 	"trace": {"replay acquires, sleeps and rate changes on a fake clock and print the schedule", runTrace},
+	"pipe":  {"copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)", runPipe},
+	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runRun},
 }
 
 // Exit statuses shared by every command.

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/shape"
+)
+
+const pipeUsage = `Usage: ratelimit pipe [flags] [RATE]
+
+Pipe copies standard input to standard output, unchanged, at RATE bytes per
+second (given as the argument or with --rate). Data goes out in chunks of
+about 10 ms, each paid for before it is written, so the output is smooth
+whatever the input's pace.
+
+Rates and sizes: a number with an optional prefix and unit.
+  k M G T = 1000^n    Ki Mi Gi Ti = 1024^n    B or nothing = bytes
+  b or bit = bits (a byte is 8 bits)          rates may end in /s (or ps: Mbps)
+  Examples: 500k, 1MiB/s, 10MB/s, 2Gbit, 100Mbps; "inf" for no limit.
+
+When standard error is a terminal, a progress line shows the bytes copied,
+the current and average rates and, when the size is known (--size, or
+standard input is a file), the time left.
+
+Examples:
+  ratelimit pipe 1MiB < big.iso > /dev/null
+  curl -s https://example.com/big | ratelimit pipe --rate 500k --size 20MB > big
+  ratelimit pipe --warmup 5s 10MB/s < in > out
+
+Exit status: 0 on success, 1 on a read or write error, 2 for bad flags or
+values.
+
+Flags:
+`
+
+// pipeConfig is what the flags of pipe describe.
+type pipeConfig struct {
+	rate   float64
+	burst  time.Duration // stored permits, as time at rate; -1: not given
+	warmup time.Duration // 0: bursty
+	chunk  int           // 0: shape's default for the rate
+	size   int64         // -1: unknown
+	quiet  bool
+}
+
+// defaultPipeBurst is how much data, in time at the rate, may leave at line
+// rate after the input stalled. It must be well above the timer oversleep
+// (about 1 ms on a VM) or the stream falls short of its rate, and small
+// enough that an idle spell does not turn into a noticeable burst.
+const defaultPipeBurst = 100 * time.Millisecond
+
+func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pipe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var rateS, burstS, chunkS, sizeS string
+	var warmup time.Duration
+	var quiet bool
+	fs.StringVar(&rateS, "rate", "", "the `rate`, e.g. 500k, 1MiB/s, 10MB/s, 2Gbit (or give it as the argument)")
+	fs.StringVar(&burstS, "burst", "", "how much may leave at once after the input stalled: a `duration` at the rate (100ms) or a size (256KiB); default 100ms")
+	fs.DurationVar(&warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period` (Guava's warm-up); excludes --burst")
+	fs.StringVar(&chunkS, "chunk", "", "bytes per write, e.g. 4KiB (default: 10 ms of data, between 1KiB and 64KiB)")
+	fs.StringVar(&sizeS, "size", "", "expected input `size`, for the time left (default: the size of standard input if it is a file)")
+	fs.BoolVar(&quiet, "quiet", false, "no progress line")
+	fs.BoolVar(&quiet, "q", false, "short for --quiet")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), pipeUsage)
+		fs.PrintDefaults()
+	}
+	words, err := parseFlagsAnywhere(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage
+	}
+	cfg, err := pipeConfigFrom(rateS, burstS, chunkS, sizeS, warmup, quiet, words)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		return exitUsage
+	}
+	lim, err := cfg.newLimiter()
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		return exitUsage
+	}
+	if cfg.size < 0 {
+		cfg.size = inputSize(stdin)
+	}
+
+	out := &countingWriter{w: stdout}
+	var opts []shape.Option
+	if cfg.chunk > 0 {
+		opts = append(opts, shape.WithChunkSize(cfg.chunk))
+	}
+	sw, err := shape.NewWriter(out, lim, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		return exitUsage
+	}
+	var stopProgress func()
+	if !cfg.quiet && isTerminal(stderr) {
+		stopProgress = startProgress(stderr, &out.n, cfg.size)
+	}
+	// Hide stdin's WriterTo so that io.CopyBuffer reads into our buffer and
+	// every byte goes through the shaped Write.
+	_, err = io.CopyBuffer(sw, struct{ io.Reader }{stdin}, make([]byte, 64<<10))
+	if stopProgress != nil {
+		stopProgress()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// parseFlagsAnywhere parses flags that may come before or after the
+// positional words; "--" ends the flags.
+func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return words, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(words, rest...), nil
+		}
+		words = append(words, rest[0])
+		args = rest[1:]
+	}
+}
+
+func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, quiet bool, words []string) (pipeConfig, error) {
+	cfg := pipeConfig{burst: -1, size: -1, warmup: warmup, quiet: quiet}
+	switch {
+	case len(words) > 1:
+		return cfg, fmt.Errorf("one rate expected, got %q", words)
+	case len(words) == 1 && rateS != "":
+		return cfg, fmt.Errorf("rate given twice: --rate %s and %s", rateS, words[0])
+	case len(words) == 1:
+		rateS = words[0]
+	case rateS == "":
+		return cfg, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
+	}
+	var err error
+	if cfg.rate, err = shape.ParseRate(rateS); err != nil {
+		return cfg, fmt.Errorf("rate: %w", err)
+	}
+	if warmup < 0 {
+		return cfg, fmt.Errorf("--warmup %v: must not be negative", warmup)
+	}
+	if burstS != "" {
+		if warmup > 0 {
+			return cfg, errors.New("--burst and --warmup cannot be combined: a warming-up limiter's stored permits are its warm-up")
+		}
+		if cfg.burst, err = parseBurst(burstS, cfg.rate); err != nil {
+			return cfg, err
+		}
+	}
+	if chunkS != "" {
+		c, err := shape.ParseSize(chunkS)
+		if err != nil {
+			return cfg, fmt.Errorf("--chunk: %w", err)
+		}
+		if c < 1 || c > 1<<30 {
+			return cfg, fmt.Errorf("--chunk %s: must be between 1 byte and 1GiB", chunkS)
+		}
+		cfg.chunk = int(c)
+	}
+	if sizeS != "" {
+		if cfg.size, err = shape.ParseSize(sizeS); err != nil {
+			return cfg, fmt.Errorf("--size: %w", err)
+		}
+	}
+	return cfg, nil
+}
+
+// parseBurst reads --burst: a duration, or a size that is converted to the
+// time it takes at rate.
+func parseBurst(s string, rate float64) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return 0, fmt.Errorf("--burst %s: must not be negative", s)
+		}
+		return d, nil
+	}
+	n, err := shape.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--burst %q: neither a duration (100ms) nor a size (256KiB)", s)
+	}
+	if math.IsInf(rate, 1) {
+		return 0, nil
+	}
+	secs := float64(n) / rate
+	if secs > 1e6 {
+		return 0, fmt.Errorf("--burst %s: more than a million seconds at %s", s, shape.FormatRate(rate))
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+func (c pipeConfig) newLimiter() (*ratelimit.Limiter, error) {
+	if c.warmup > 0 {
+		return ratelimit.NewWarmingUp(c.rate, c.warmup)
+	}
+	burst := defaultPipeBurst
+	if c.burst >= 0 {
+		burst = c.burst
+	}
+	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(burst.Seconds()))
+}
+
+// inputSize is the size of r if it is a regular file, else -1.
+func inputSize(r io.Reader) int64 {
+	f, ok := r.(*os.File)
+	if !ok {
+		return -1
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return -1
+	}
+	return fi.Size()
+}
+
+// isTerminal reports whether w is a character device (a terminal), without
+// a terminal library: that is enough to decide whether to draw a progress
+// line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// countingWriter counts the bytes that went out, for the progress line.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// progressInterval is how often the progress line is redrawn.
+const progressInterval = 250 * time.Millisecond
+
+// startProgress redraws a progress line on w until the returned function is
+// called, which draws the last one and ends the line.
+func startProgress(w io.Writer, n *atomic.Int64, size int64) (stop func()) {
+	start := time.Now()
+	p := &progress{size: size}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				fmt.Fprint(w, p.line(now.Sub(start), n.Load()))
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		fmt.Fprint(w, p.line(time.Since(start), n.Load())+"\n")
+	}
+}
+
+// progress turns byte counts into a progress line. The current rate is
+// measured over the last second of samples.
+type progress struct {
+	size    int64
+	samples []sample
+	width   int // of the last line drawn, to blank what is left of it
+}
+
+type sample struct {
+	at time.Duration
+	n  int64
+}
+
+// line returns the progress line at elapsed with n bytes copied, starting
+// with a carriage return so that it overwrites the previous one.
+func (p *progress) line(elapsed time.Duration, n int64) string {
+	p.samples = append(p.samples, sample{elapsed, n})
+	for len(p.samples) > 2 && elapsed-p.samples[1].at >= time.Second {
+		p.samples = p.samples[1:]
+	}
+	first := p.samples[0]
+	current := 0.0
+	if dt := elapsed - first.at; dt > 0 {
+		current = float64(n-first.n) / dt.Seconds()
+	}
+	avg := 0.0
+	if elapsed > 0 {
+		avg = float64(n) / elapsed.Seconds()
+	}
+	var b strings.Builder
+	b.WriteString(shape.FormatSize(n))
+	if p.size > 0 {
+		fmt.Fprintf(&b, " of %s (%.0f%%)", shape.FormatSize(p.size), 100*float64(n)/float64(p.size))
+	}
+	fmt.Fprintf(&b, "  %s now  %s avg  %s", shape.FormatRate(current), shape.FormatRate(avg), formatClock(elapsed))
+	if p.size > 0 && n < p.size {
+		b.WriteString("  ETA ")
+		if rate := current; rate > 0 {
+			b.WriteString(formatClock(time.Duration(float64(p.size-n) / rate * float64(time.Second))))
+		} else {
+			b.WriteString("?")
+		}
+	}
+	s := b.String()
+	pad := max(p.width-len(s), 0)
+	p.width = len(s)
+	return "\r" + s + strings.Repeat(" ", pad)
+}
+
+// formatClock prints a duration as h:mm:ss or m:ss.
+func formatClock(d time.Duration) string {
+	if d < 0 || d > 1e6*time.Hour {
+		return "?"
+	}
+	s := int64(d.Round(time.Second) / time.Second)
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+	}
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/jobs"
+)
+
+const runUsage = `Usage: ratelimit run --rate RATE [flags] [--] command [arg ...] [::: job ...]
+
+Run runs command once per job, like xargs, starting jobs no faster than
+RATE and at most --parallel at a time. The jobs are the lines of standard
+input (blank lines are skipped), or the words after ":::". In the command's
+arguments every "{}" is replaced by the job; if no argument has "{}", the job
+is added as the last argument. The command is run directly, not by a shell:
+for shell syntax use  sh -c '... "$1" ...' sh {}  so the job stays one word.
+
+RATE is jobs per second ("5" or "5/s"), or per another unit: "300/m",
+"2/h", "1000/d", "3/100ms"; "inf" for no limit.
+
+Jobs inherit standard output and standard error; their standard input is
+empty. With --parallel above 1 their output may interleave, as with xargs -P.
+
+Examples:
+  ratelimit run --rate 5/s --parallel 2 -- curl -sO {} < urls.txt
+  ratelimit run --rate 1/s -- echo hello ::: alice bob carol
+
+Exit status: 0 if every job succeeded, 1 if any failed (or was not started),
+2 for bad flags or values, 127 if the command cannot be found.
+
+Flags:
+`
+
+// exitNotFound is xargs's status for a command that cannot be run.
+const exitNotFound = 127
+
+// runConfig is what the flags of run describe.
+type runConfig struct {
+	rate     float64
+	parallel int
+	burst    float64 // jobs that may start at once after an idle spell
+	warmup   time.Duration
+	failFast bool
+	verbose  bool
+	command  []string // the template, with {} or not
+	jobs     []string // from ":::", or nil to read standard input
+}
+
+func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := runConfig{}
+	var rateS string
+	fs.StringVar(&rateS, "rate", "", "how fast jobs may start: `RATE` jobs per second, or 300/m, 2/h, 3/100ms (required)")
+	fs.IntVar(&cfg.parallel, "parallel", 1, "run at most `N` jobs at once")
+	fs.IntVar(&cfg.parallel, "P", 1, "short for --parallel")
+	fs.Float64Var(&cfg.burst, "burst", 1, "how many `jobs` may start at once, beyond the first, after an idle spell")
+	fs.DurationVar(&cfg.warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period`; excludes --burst")
+	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
+	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), runUsage)
+		fs.PrintDefaults()
+	}
+	// Flags end at the command: its own flags are its own.
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	burstSet := false
+	fs.Visit(func(f *flag.Flag) { burstSet = burstSet || f.Name == "burst" })
+	if err := cfg.finish(rateS, burstSet, fs.Args()); err != nil {
+		fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+		return exitUsage
+	}
+	lim, err := cfg.newLimiter()
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+		return exitUsage
+	}
+	// Look the command up once, unless it is itself a template.
+	path := cfg.command[0]
+	if !strings.Contains(path, "{}") {
+		if path, err = exec.LookPath(path); err != nil {
+			fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+			return exitNotFound
+		}
+	}
+
+	// Interrupted, stop starting jobs and let the running ones be stopped
+	// by the same signal (a terminal sends it to the whole process group);
+	// a second signal kills the process as usual.
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	go func() {
+		<-sigCtx.Done()
+		stopSignals()
+	}()
+	// Dispatch stops on a signal, or on the first failure with --fail-fast.
+	ctx, cancel := context.WithCancelCause(sigCtx)
+	defer cancel(nil)
+
+	out, errOut := syncWriter(stdout), syncWriter(stderr)
+	items := make(chan string)
+	inputDone := make(chan error, 1)
+	go func() {
+		inputDone <- feedJobs(ctx, cfg.jobs, stdin, items)
+		close(items)
+	}()
+
+	var total, failed, notStarted int
+	errFailFast := errors.New("a job failed (--fail-fast)")
+	err = jobs.Stream(ctx, lim, cfg.parallel, items, func(_ context.Context, job string) error {
+		argv := expandCommand(cfg.command, job)
+		if cfg.verbose {
+			fmt.Fprintln(errOut, "+", strings.Join(quoteWords(argv), " "))
+		}
+		name := path
+		if strings.Contains(name, "{}") {
+			name = argv[0]
+		}
+		cmd := exec.Command(name, argv[1:]...)
+		cmd.Args[0] = argv[0]
+		cmd.Stdout, cmd.Stderr = out, errOut
+		return cmd.Run()
+	}, func(r jobs.Result[string]) {
+		total++
+		switch {
+		case !r.Started:
+			notStarted++
+		case r.Err != nil:
+			failed++
+			fmt.Fprintf(errOut, "ratelimit run: job %d (%s): %v\n", r.Index+1, r.Item, r.Err)
+			if cfg.failFast {
+				cancel(errFailFast)
+			}
+		}
+	})
+	status := exitOK
+	if err == nil {
+		// The jobs ran out: the feeder is done, and may have failed.
+		if inputErr := <-inputDone; inputErr != nil {
+			fmt.Fprintf(errOut, "ratelimit run: reading jobs: %v\n", inputErr)
+			status = exitFail
+		}
+	} else {
+		// Stopped early. The deferred cancel releases a feeder blocked
+		// handing over a job; one blocked reading standard input stays
+		// until the process exits.
+		fmt.Fprintf(errOut, "ratelimit run: stopped: %v\n", err)
+		status = exitFail
+	}
+	if failed > 0 || notStarted > 0 {
+		fmt.Fprintf(errOut, "ratelimit run: %d of %d jobs failed", failed, total)
+		if notStarted > 0 {
+			fmt.Fprintf(errOut, ", %d not started", notStarted)
+		}
+		fmt.Fprintln(errOut)
+		status = exitFail
+	}
+	return status
+}
+
+// finish checks the flags and splits the words into command and jobs.
+func (c *runConfig) finish(rateS string, burstSet bool, words []string) error {
+	if rateS == "" {
+		return errors.New("--rate is required, e.g. --rate 5/s (see ratelimit help run)")
+	}
+	var err error
+	if c.rate, err = jobs.ParseRate(rateS); err != nil {
+		return fmt.Errorf("--rate: %w", err)
+	}
+	if c.parallel < 1 {
+		return fmt.Errorf("--parallel %d: must be at least 1", c.parallel)
+	}
+	if c.warmup < 0 {
+		return fmt.Errorf("--warmup %v: must not be negative", c.warmup)
+	}
+	if burstSet && c.warmup > 0 {
+		return errors.New("--burst and --warmup cannot be combined")
+	}
+	if math.IsNaN(c.burst) || c.burst < 0 || c.burst > 1e9 {
+		return fmt.Errorf("--burst %v: must be between 0 and 1e9 jobs", c.burst)
+	}
+	if len(words) > 0 && words[0] == "--" {
+		words = words[1:]
+	}
+	for i, w := range words {
+		if w == ":::" {
+			c.jobs = words[i+1:]
+			if c.jobs == nil {
+				c.jobs = []string{}
+			}
+			words = words[:i]
+			break
+		}
+	}
+	if len(words) == 0 {
+		return errors.New("no command given (usage: ratelimit run --rate RATE [flags] [--] command [arg ...])")
+	}
+	c.command = words
+	return nil
+}
+
+func (c runConfig) newLimiter() (*ratelimit.Limiter, error) {
+	if c.warmup > 0 {
+		return ratelimit.NewWarmingUp(c.rate, c.warmup)
+	}
+	// Stored permits are counted in time: burst jobs at the rate.
+	secs := 0.0
+	if !math.IsInf(c.rate, 1) {
+		secs = c.burst / c.rate
+	}
+	if math.IsInf(secs, 0) || secs > 1e9 {
+		return nil, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
+	}
+	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(secs))
+}
+
+// feedJobs sends the jobs to items: the given list, or the non-blank lines
+// of r. It stops when ctx ends.
+func feedJobs(ctx context.Context, list []string, r io.Reader, items chan<- string) error {
+	send := func(job string) error {
+		select {
+		case items <- job:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if list != nil {
+		for _, job := range list {
+			if err := send(job); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if err := send(line); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// expandCommand returns the command line for one job: every "{}" replaced
+// by the job, or the job appended if there is none.
+func expandCommand(template []string, job string) []string {
+	argv := make([]string, 0, len(template)+1)
+	found := false
+	for _, a := range template {
+		if strings.Contains(a, "{}") {
+			found = true
+			a = strings.ReplaceAll(a, "{}", job)
+		}
+		argv = append(argv, a)
+	}
+	if !found {
+		argv = append(argv, job)
+	}
+	return argv
+}
+
+// quoteWords quotes the words that need it, for --verbose.
+func quoteWords(words []string) []string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		if w == "" || strings.ContainsAny(w, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			w = strconv.Quote(w)
+		}
+		q[i] = w
+	}
+	return q
+}
+
+// syncWriter returns w itself if it is a file (the jobs then write to the
+// file directly), else w behind a lock, since exec copies each job's output
+// from its own goroutine.
+func syncWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
