@@ -1,0 +1,320 @@
+// Command shaping shapes a byte stream on the real clock with this module's
+// shape.Writer and with its peers' equivalents, in the same run, and reports
+// how close each comes to the target rate and how bursty it is:
+//
+//	cd bench && go run ./cmd/shaping
+//
+// Method. For each shaper and each rate (1 MB/s to 1 GB/s by default), a
+// fresh shaper writes into a counting sink for -d (2 s). The caller writes
+// fixed-size buffers (-buf, 64 KiB, like io.Copy's 32 KiB; or 1448 bytes,
+// one TCP segment, for the "packets" rows) in a loop until the window ends.
+// The sink records the time and size of every Write it receives; bytes that
+// arrive after the window are not counted. Initial bursts are drained
+// first (peers start with a full bucket; ours starts empty).
+//
+//   - achieved = bytes received in the window / window, shown as a ratio
+//     to the target (goal: within 1 %);
+//   - peak = the most bytes received in any 100 ms, shown as a ratio to
+//     rate × 100 ms, next to the bound rate × 100 ms + one chunk + the
+//     shaper's burst (its bucket or stored-permit capacity).
+//
+// The shapers:
+//
+//   - ours: shape.NewWriter over ratelimit.NewBursty(rate,
+//     WithMaxBurstSeconds(0.1)) (the package's recommended setup; the default
+//     chunk is 10 ms of data, clamped to [1 KiB, 64 KiB]);
+//   - ours, Guava mode: the same with WithResolution(time.Microsecond),
+//     Guava's resolution, where every wait is truncated to whole
+//     microseconds: once a chunk costs a few µs or less (small writes at
+//     high rates) the truncation admits far more than the rate;
+//   - juju: ratelimit.Writer over NewBucketWithRate(rate, 0.1 s of data),
+//     which waits for each caller's Write as a whole, then writes it;
+//   - x/time/rate: a writer that splits each Write into chunks of
+//     ChunkSize(rate) and calls WaitN per chunk, on NewLimiter(rate, burst)
+//     with a burst of 0.1 s of data (the same allowance as ours), and with
+//     a burst of one chunk (the smallest WaitN accepts).
+//
+// The peers get the same 0.1 s of burst as ours because stored credit is
+// what makes up for timer oversleep (about 1 ms per sleep on this VM, much
+// more when the machine is loaded): a shaper whose credit is smaller than
+// rate × oversleep loses the time overslept. The -cpu column of the progress
+// lines shows how much CPU the process got; on a loaded machine the fast,
+// small-write rows can be short of CPU rather than of permits.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	juju "github.com/juju/ratelimit"
+	ours "github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/shape"
+	"golang.org/x/time/rate"
+)
+
+// record is one Write received by the sink.
+type record struct {
+	at time.Time
+	n  int
+}
+
+// sink counts what arrives, with the time of arrival.
+type sink struct{ recs []record }
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.recs = append(s.recs, record{time.Now(), len(p)})
+	return len(p), nil
+}
+
+// shaper is one configuration: make returns a writer into dst at r bytes/s,
+// with its initial burst drained, plus the chunk and burst that bound its
+// peak.
+type shaper struct {
+	name   string
+	bufLen int // size of each caller Write
+	make   func(dst io.Writer, r float64, bufLen int) (w io.Writer, chunk, burst float64, err error)
+}
+
+const (
+	bigBuf    = 64 << 10
+	packetBuf = 1448 // one TCP segment's payload on a 1500-byte MTU
+	burstSecs = 0.1  // ours: WithMaxBurstSeconds
+)
+
+func oursWriter(opts ...ours.Option) func(io.Writer, float64, int) (io.Writer, float64, float64, error) {
+	return func(dst io.Writer, r float64, bufLen int) (io.Writer, float64, float64, error) {
+		lim, err := ours.NewBursty(r, append([]ours.Option{ours.WithMaxBurstSeconds(burstSecs)}, opts...)...)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		w, err := shape.NewWriter(dst, lim)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return w, float64(min(shape.ChunkSize(r), bufLen)), burstSecs * r, nil
+	}
+}
+
+func jujuWriter(dst io.Writer, r float64, bufLen int) (io.Writer, float64, float64, error) {
+	capacity := max(int64(burstSecs*r), int64(bufLen))
+	b := juju.NewBucketWithRate(r, capacity)
+	if got := b.TakeAvailable(capacity); got != capacity { // starts full: drain
+		return nil, 0, 0, fmt.Errorf("juju: drained %d of a full bucket of %d", got, capacity)
+	}
+	return juju.Writer(dst, b), float64(bufLen), float64(capacity), nil
+}
+
+// xrateWriter pays x/time/rate for each chunk of at most its burst, then
+// writes it: the usual way to shape bytes with x/time/rate, whose WaitN
+// refuses n > burst.
+type xrateWriter struct {
+	dst   io.Writer
+	lim   *rate.Limiter
+	chunk int
+}
+
+func (w *xrateWriter) Write(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		n := min(w.chunk, len(p)-written)
+		if err := w.lim.WaitN(context.Background(), n); err != nil {
+			return written, err
+		}
+		m, err := w.dst.Write(p[written : written+n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// xrate returns the x/time/rate shaper with a bucket of burstSeconds of
+// data, or of one chunk if burstSeconds is 0.
+func xrate(burstSeconds float64) func(io.Writer, float64, int) (io.Writer, float64, float64, error) {
+	return func(dst io.Writer, r float64, bufLen int) (io.Writer, float64, float64, error) {
+		chunk := shape.ChunkSize(r)
+		burst := max(int(burstSeconds*r), chunk)
+		lim := rate.NewLimiter(rate.Limit(r), burst)
+		if !lim.AllowN(time.Now(), burst) { // starts full: drain
+			return nil, 0, 0, fmt.Errorf("x/time/rate: a fresh limiter refused its burst of %d", burst)
+		}
+		return &xrateWriter{dst: dst, lim: lim, chunk: chunk}, float64(min(chunk, bufLen)), float64(burst), nil
+	}
+}
+
+var shapers = []shaper{
+	{"ours `shape.Writer`", bigBuf, oursWriter()},
+	{"ours `shape.Writer`, Guava mode (µs)", bigBuf, oursWriter(ours.WithResolution(time.Microsecond))},
+	{"juju `ratelimit.Writer`, capacity 0.1 s", bigBuf, jujuWriter},
+	{"x/time/rate `WaitN` per chunk, burst 0.1 s", bigBuf, xrate(burstSecs)},
+	{"x/time/rate `WaitN` per chunk, burst 1 chunk", bigBuf, xrate(0)},
+	{"ours `shape.Writer`, 1448-byte writes", packetBuf, oursWriter()},
+	{"ours `shape.Writer`, Guava mode (µs), 1448-byte writes", packetBuf, oursWriter(ours.WithResolution(time.Microsecond))},
+}
+
+// result of one run.
+type result struct {
+	cpu      float64 // CPU time of the whole process / wall time, during the run
+	achieved float64 // ratio to the target
+	peak     float64 // most bytes in any 100 ms, as a ratio to rate × 100 ms
+	bound    float64 // (rate × 100 ms + chunk + burst) / (rate × 100 ms)
+}
+
+const peakWindow = 100 * time.Millisecond
+
+func run(s shaper, r float64, d time.Duration) (result, error) {
+	snk := &sink{recs: make([]record, 0, 1<<16)}
+	w, chunk, burst, err := s.make(snk, r, s.bufLen)
+	if err != nil {
+		return result{}, err
+	}
+	buf := make([]byte, s.bufLen)
+	runtime.GC() // keep a collection of the last run's records out of this one
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	end := t0.Add(d)
+	for time.Now().Before(end) {
+		if _, err := w.Write(buf); err != nil {
+			return result{}, err
+		}
+	}
+	cpu := float64(cpuTime()-cpu0) / float64(time.Since(t0))
+	var total int64
+	recs := snk.recs
+	for len(recs) > 0 && !recs[len(recs)-1].at.Before(end) {
+		recs = recs[:len(recs)-1] // arrived after the window
+	}
+	for _, rc := range recs {
+		total += int64(rc.n)
+	}
+	// Most bytes in any 100 ms: the heaviest window starts at some arrival.
+	var peak, inWin int64
+	j := 0
+	for i := range recs {
+		for j < len(recs) && recs[j].at.Sub(recs[i].at) < peakWindow {
+			inWin += int64(recs[j].n)
+			j++
+		}
+		peak = max(peak, inWin)
+		inWin -= int64(recs[i].n)
+	}
+	perWin := r * peakWindow.Seconds()
+	return result{
+		cpu:      cpu,
+		achieved: float64(total) / (r * d.Seconds()),
+		peak:     float64(peak) / perWin,
+		bound:    (perWin + chunk + burst) / perWin,
+	}, nil
+}
+
+func main() {
+	d := flag.Duration("d", 2*time.Second, "length of each run")
+	ratesFlag := flag.String("rates", "1e6,1e7,1e8,1e9", "comma-separated rates, bytes/s")
+	flag.Parse()
+	var rates []float64
+	for _, f := range strings.Split(*ratesFlag, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(r >= 1e3) {
+			fmt.Fprintf(os.Stderr, "shaping: bad rate %q (need a number >= 1e3)\n", f)
+			os.Exit(2)
+		}
+		rates = append(rates, r)
+	}
+	if *d < peakWindow {
+		fmt.Fprintf(os.Stderr, "shaping: -d must be at least %v\n", peakWindow)
+		os.Exit(2)
+	}
+
+	fmt.Printf("%s; %v per run; load average before: %s\n\n", runtime.Version(), *d, loadavg())
+	results := make([][]result, len(shapers))
+	for i, s := range shapers {
+		for _, r := range rates {
+			res, err := run(s, r, *d)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "shaping:", s.name, err)
+				os.Exit(1)
+			}
+			results[i] = append(results[i], res)
+			fmt.Fprintf(os.Stderr, "%s at %s: achieved %.4f, peak %.3f (bound %.3f), CPU %.2f, load %s\n",
+				s.name, human(r), res.achieved, res.peak, res.bound, res.cpu, loadavg())
+		}
+	}
+
+	header, sep := "| Shaper |", "|---|"
+	for _, r := range rates {
+		header += " " + human(r) + " |"
+		sep += "---|"
+	}
+	fmt.Println("Achieved rate / target (goal: 0.99–1.01):")
+	fmt.Println()
+	fmt.Println(header)
+	fmt.Println(sep)
+	for i, s := range shapers {
+		row := "| " + s.name + " |"
+		for _, res := range results[i] {
+			c := fmt.Sprintf("%.4f", res.achieved)
+			if res.achieved < 0.99 || res.achieved > 1.01 {
+				c = "**" + c + "**"
+			}
+			row += " " + c + " |"
+		}
+		fmt.Println(row)
+	}
+	fmt.Println()
+	fmt.Println("Most bytes in any 100 ms / (rate × 100 ms), with the bound (rate × 100 ms + chunk + burst) in parentheses:")
+	fmt.Println()
+	fmt.Println(header)
+	fmt.Println(sep)
+	for i, s := range shapers {
+		row := "| " + s.name + " |"
+		for _, res := range results[i] {
+			c := fmt.Sprintf("%.3f (≤ %.3f)", res.peak, res.bound)
+			if res.peak > res.bound {
+				c = "**" + c + "**"
+			}
+			row += " " + c + " |"
+		}
+		fmt.Println(row)
+	}
+	fmt.Printf("\nload average after: %s\n", loadavg())
+}
+
+// cpuTime is the CPU time (user + system) used by the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func human(r float64) string {
+	switch {
+	case r >= 1e9:
+		return strconv.FormatFloat(r/1e9, 'g', -1, 64) + " GB/s"
+	case r >= 1e6:
+		return strconv.FormatFloat(r/1e6, 'g', -1, 64) + " MB/s"
+	}
+	return strconv.FormatFloat(r/1e3, 'g', -1, 64) + " kB/s"
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
