@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 )
 
@@ -52,6 +53,11 @@ func WithClock(c Clock) Option {
 	return optionFunc(func(cfg *config) error {
 		if c == nil {
 			return ErrInvalidClock
+		}
+		// A typed nil, such as (*clocktest.Fake)(nil), is not == nil but
+		// would panic on the first Now.
+		if v := reflect.ValueOf(c); isNilable(v.Kind()) && v.IsNil() {
+			return fmt.Errorf("%w: %T(nil)", ErrInvalidClock, c)
 		}
 		cfg.clock = c
 		return nil
@@ -109,4 +115,12 @@ func WithResolution(d time.Duration) Option {
 		cfg.resolution = d
 		return nil
 	})
+}
+
+func isNilable(k reflect.Kind) bool {
+	switch k {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return true
+	}
+	return false
 }
