@@ -169,6 +169,9 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 // back, provided no other request has been booked since (the state is then
 // exactly as if the call had not happened).
 //
+// The deadline is read on the limiter's clock: with a fake clock, derive it
+// from the fake's Now (context.WithDeadline(ctx, clk.Now().Add(d))).
+//
 // permits <= 0 is an error that wraps ErrInvalidPermits.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
 	if permits <= 0 {
