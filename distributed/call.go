@@ -11,7 +11,7 @@ import (
 type reply struct {
 	granted    int64
 	wait       time.Duration // from the script's now until the permits are usable
-	retry      time.Duration // nothing granted: the bucket is empty for this long
+	ahead      time.Duration // until the caller's next lease could be granted with no wait
 	validity   time.Duration // from the script's now until the lease ends
 	processes  int
 	ver        int64
@@ -117,7 +117,7 @@ func parseReply(v []string) (reply, error) {
 	}
 	r.granted = us[0]
 	r.wait = time.Duration(us[1]) * time.Microsecond
-	r.retry = time.Duration(us[2]) * time.Microsecond
+	r.ahead = time.Duration(us[2]) * time.Microsecond
 	r.validity = time.Duration(us[3]) * time.Microsecond
 	r.processes = int(n)
 	return r, nil

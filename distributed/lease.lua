@@ -23,8 +23,11 @@
 --          removes the caller from the registry)
 -- setrate: 12 the new rate
 --
--- Reply: {granted, wait µs, retryAfter µs, validity µs, processes, ver,
--- rate, maxPermits}, every element a string so that no precision is lost.
+-- Reply: {granted, wait µs, ahead µs, validity µs, processes, ver, rate,
+-- maxPermits}, every element a string so that no precision is lost. ahead
+-- is how far the caller's next lease is pushed back (by the shared debt or
+-- its own fair-share clock): a lease with maximum wait w can be granted
+-- after ahead - w, its retry-after.
 
 -- MAX_WAIT caps how far ahead a lease may be booked (µs). A caller willing
 -- to wait longer asks again after retryAfter. It also bounds the legitimate
@@ -128,28 +131,40 @@ local need, want, maxWait = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARG
 local demand, tau = dec(ARGV[15]), tonumber(ARGV[16])
 if maxWait > MAX_WAIT then maxWait = MAX_WAIT end
 
--- Registry: record the caller, forget processes silent for longer than
--- regTTL, and collect the live demands.
-redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand))
+-- Registry: each entry is "lastSeen demand pnext", where pnext is the
+-- process's own virtual clock (see below). Record the caller, forget
+-- processes silent for longer than regTTL, and collect the live demands.
+local function parseEntry(v)
+  local seen, d, pn = string.match(v or '', '^(%S+) (%S+) (%S+)$')
+  seen, d, pn = tonumber(seen or ''), dec(d or ''), tonumber(pn or '')
+  if seen == nil or d == nil or pn == nil or d ~= d or d < 0 then return nil end
+  return seen, d, pn
+end
+local _, _, pnext = parseEntry(redis.call('HGET', KEYS[2], pid))
+if pnext == nil then pnext = -INF end -- new: as if idle for long
 local all = redis.call('HGETALL', KEYS[2])
 local live, dead = {}, {}
+local found = false
 for i = 1, #all, 2 do
-  local seen, d = string.match(all[i + 1], '^(%S+) (%S+)$')
-  seen, d = tonumber(seen or ''), dec(d or '')
-  if seen == nil or d == nil or d ~= d or d < 0 or now - seen > regTTL then
+  local seen, d = parseEntry(all[i + 1])
+  if all[i] == pid then
+    found = true
+    live[#live + 1] = {id = pid, d = demand}
+  elseif seen == nil or now - seen > regTTL then
     dead[#dead + 1] = all[i]
   else
     live[#live + 1] = {id = all[i], d = d}
   end
 end
+if not found then live[#live + 1] = {id = pid, d = demand} end
 if #dead > 0 then redis.call('HDEL', KEYS[2], unpack(dead)) end
 
 -- Max-min fair share of the rate (water filling): processes that want less
 -- than an equal split get what they want; the rest split what is left;
 -- capacity nobody wants is spread evenly.
 local rate = rateOf(s)
-local cap = want
-if rate < INF and #live > 0 then
+local cap, share = want, INF
+if rate < INF then
   table.sort(live, function(a, b) return a.d < b.d end)
   local level, remaining = INF, rate
   for i = 1, #live do
@@ -160,23 +175,45 @@ if rate < INF and #live > 0 then
     end
     remaining = remaining - live[i].d
   end
-  local share
   if level == INF then
     share = demand + remaining / #live
   else
     share = math.min(demand, level)
   end
+  -- A process that has not measured its demand yet gets an equal split.
+  if not (share > 0) then share = rate / #live end
   cap = math.max(1, math.floor(share * tau / 1e6))
 end
 local grant = math.max(need, math.min(want, cap))
 
+-- Two clocks gate a lease: the shared nextFreeTicket (the global rate) and
+-- the process's own pnext, which advances by grant / share. Without the
+-- second, whoever asks first after a backoff wins every time, and a fleet
+-- under overload is served by the nearest and fastest processes.
+-- A process's clock may lag now by its part of the burst capacity (at most
+-- one second of the rate), so that a fleet can still spend a burst quickly
+-- and a process that was idle may catch up by that much, no more.
 resync(s, now)
-local wait = s.next - now
+local lead = 0
+if share < INF then
+  lead = math.floor(math.min(s.max, rate) / #live / share * 1e6)
+  if lead ~= lead then lead = 0 end
+end
+if pnext < now - lead then pnext = now - lead end
+local wait = math.max(s.next, pnext) - now
 if wait > maxWait then
+  redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand) .. ' ' .. enc(pnext))
   persist()
-  return reply(0, 0, wait - maxWait, 0, #live)
+  return reply(0, 0, wait, 0, #live)
 end
 local moment, cost = reserve(s, grant, now)
 s.lc = cost
+if share < INF then
+  pnext = pnext + math.ceil(grant * 1e6 / share)
+end
+redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand) .. ' ' .. enc(pnext))
 persist()
-return reply(grant, moment - now, 0, moment - now + validity, #live)
+-- ahead tells the caller when its next lease can be granted at the
+-- earliest (with a maximum wait of w: after ahead - w), so that it never
+-- asks in vain.
+return reply(grant, moment - now, math.max(s.next, pnext) - now, moment - now + validity, #live)

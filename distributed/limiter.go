@@ -55,7 +55,7 @@ type Limiter struct {
 	demandAt     time.Duration
 	haveDemand   bool
 	inflight     chan struct{} // non-nil while a Redis call is in flight; closed after
-	backoffUntil time.Duration // the global bucket is empty until then
+	aheadAt      time.Duration // no lease with maximum wait w can be granted before aheadAt - w
 	healthy      bool
 	failures     int
 	probeAt      time.Duration
@@ -80,6 +80,7 @@ type tranche struct {
 type Stats struct {
 	Leases           int64         // lease calls that granted permits
 	PermitsLeased    int64         // permits granted by those calls
+	LargestLease     int64         // the most permits granted by one call
 	EmptyReplies     int64         // lease calls refused: the global bucket was empty
 	Refunds          int64         // refund calls that gave permits back
 	PermitsRefunded  int64         // permits given back
@@ -280,14 +281,15 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 			}
 			continue
 		}
-		if now < l.backoffUntil {
-			// The global bucket is empty until backoffUntil.
-			until := l.backoffUntil
+		wait := min(max(deadline-now, 0), maxWait)
+		if askAt := l.aheadAt - wait; now < askAt {
+			// Redis said no lease can be had before then: back off
+			// instead of polling.
 			l.mu.Unlock()
-			if until > deadline {
-				return 0, fmt.Errorf("distributed: the shared limiter is empty for %v, past the context deadline: %w", until-now, context.DeadlineExceeded)
+			if l.aheadAt > deadline {
+				return 0, fmt.Errorf("distributed: no permits for %v, past the context deadline: %w", l.aheadAt-now, context.DeadlineExceeded)
 			}
-			if err := l.sleep(ctx, until-now); err != nil {
+			if err := l.sleep(ctx, askAt-now); err != nil {
 				return 0, err
 			}
 			l.mu.Lock()
@@ -302,7 +304,6 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		}
 		// Ask Redis in this goroutine, for at least what is missing.
 		need := max(n-l.heldLocked(now), 1)
-		wait := min(max(deadline-now, 0), maxWait)
 		l.leaseLocked(need, wait)
 		remote = true
 		if l.closed {
@@ -355,7 +356,8 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 	l.noteDemand(n, begin)
 	for {
 		now := l.elapsed()
-		if at, _, ok, _ := l.takeLocked(n, now, max(latest, now)); ok {
+		at, _, ok, enough := l.takeLocked(n, now, max(latest, now))
+		if ok {
 			l.countDecision(asked)
 			l.maintainLocked(now)
 			l.mu.Unlock()
@@ -364,8 +366,11 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 			}
 			return true
 		}
-		if asked {
-			l.countDecision(true)
+		if asked || enough {
+			// Either Redis has just answered, or the permits are held
+			// and only become usable later: asking again would be
+			// polling.
+			l.countDecision(asked)
 			l.mu.Unlock()
 			return false
 		}
@@ -387,7 +392,13 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 			asked = true
 			continue
 		}
-		if now < l.backoffUntil && l.backoffUntil > latest {
+		// Book a lease even if it becomes usable only after the timeout
+		// (up to one lease duration ahead): this call may fail, but the
+		// next ones will find permits. Asking only for permits usable at
+		// once would starve this process whenever others book ahead.
+		wait := min(max(latest-now, l.cfg.leaseDuration), maxWait)
+		if now < l.aheadAt-wait {
+			// Redis said no lease can be had yet: decide locally.
 			l.countDecision(false)
 			l.mu.Unlock()
 			return false
@@ -401,7 +412,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 			return l.fallbackTry(permits, timeout)
 		}
 		need := max(n-l.heldLocked(now), 1)
-		l.leaseLocked(need, min(max(latest-now, 0), maxWait))
+		l.leaseLocked(need, wait)
 		asked = true
 		if l.closed {
 			l.mu.Unlock()
@@ -545,7 +556,7 @@ func (l *Limiter) insertLocked(t tranche) {
 // pool runs dry and gives back what a fallen demand no longer needs. At
 // most one call is in flight.
 func (l *Limiter) maintainLocked(now time.Duration) {
-	if l.inflight != nil || l.closed || !l.healthy || now < l.backoffUntil || !l.haveDemand {
+	if l.inflight != nil || l.closed || !l.healthy || now < l.aheadAt-l.cfg.leaseDuration || !l.haveDemand {
 		return
 	}
 	held := l.heldLocked(now)
@@ -600,18 +611,19 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 	defer l.mu.Unlock()
 	l.applyLocked(sent, recv, r, err)
 	if err == nil {
+		l.aheadAt = recv + r.ahead
 		switch {
 		case r.granted > 0:
 			l.st.Leases++
 			l.st.PermitsLeased += r.granted
+			l.st.LargestLease = max(l.st.LargestLease, r.granted)
 			// Spend no earlier than the reply's wait after it arrived
 			// (the script ran before that), and no later than its
 			// validity after the request left (the script ran after
 			// that): a slow round trip only shortens a lease.
 			l.insertLocked(tranche{n: r.granted, usable: recv + r.wait, expires: sent + r.validity, ver: r.ver})
-		case r.retry > 0:
+		default:
 			l.st.EmptyReplies++
-			l.backoffUntil = recv + r.retry
 		}
 	}
 	l.inflight = nil

@@ -88,25 +88,40 @@ func TestSingleProcessSchedule(t *testing.T) {
 		t.Fatal("first TryAcquire refused")
 	}
 	// Second, at the same moment: the first one's cost (100 ms) is owed.
+	// The call books the next permit for 100 ms from now and says no.
 	if l.TryAcquire(1, 0) {
 		t.Fatal("second TryAcquire at the same moment admitted")
 	}
 	st := l.Stats()
-	if st.EmptyReplies != 1 || st.Leases != 1 {
+	if st.Leases != 2 || st.Held != 1 || st.RedisCalls != 2 {
 		t.Fatalf("stats after two tries: %+v", st)
 	}
-	// Backing off: no Redis call until the retry-after has passed.
-	calls := st.RedisCalls
+	// The permit is held but not usable yet: no Redis call, no permit.
 	base.Advance(50 * time.Millisecond)
 	if l.TryAcquire(1, 0) {
-		t.Fatal("admitted during the backoff")
+		t.Fatal("admitted a permit before it was usable")
 	}
-	if got := l.Stats().RedisCalls; got != calls {
-		t.Fatalf("a TryAcquire during the backoff called Redis (%d calls, want %d)", got, calls)
+	if got := l.Stats().RedisCalls; got != 2 {
+		t.Fatalf("a TryAcquire with a pending permit called Redis (%d calls, want 2)", got)
 	}
 	base.Advance(50 * time.Millisecond)
 	if !l.TryAcquire(1, 0) {
 		t.Fatal("refused at 100 ms")
+	}
+	// Demand is now measured, so that success also prefetched the next
+	// permit (booked for 200 ms).
+	if st := l.Stats(); st.LocalDecisions != 2 || st.Leases != 3 || st.Held != 1 {
+		t.Fatalf("stats at 100 ms: %+v", st)
+	}
+	// An Acquire now waits for the debt of the last permit: 100 ms,
+	// slept on the fake clock.
+	base.ClearEvents()
+	w, err := l.Acquire(context.Background(), 1)
+	if err != nil || w != 100*time.Millisecond {
+		t.Fatalf("Acquire: %v, %v; want 100ms", w, err)
+	}
+	if ev := base.TakeEvents(); ev != "[R0.10]" {
+		t.Fatalf("sleeps: %s", ev)
 	}
 	if err := l.Close(context.Background()); err != nil {
 		t.Fatal(err)
