@@ -200,9 +200,6 @@ func (c *runConfig) finish(rateS string, burstSet bool, words []string) error {
 	if math.IsNaN(c.burst) || c.burst < 0 || c.burst > 1e9 {
 		return fmt.Errorf("--burst %v: must be between 0 and 1e9 jobs", c.burst)
 	}
-	if len(words) > 0 && words[0] == "--" {
-		words = words[1:]
-	}
 	for i, w := range words {
 		if w == ":::" {
 			c.jobs = words[i+1:]
