@@ -188,11 +188,15 @@ func (s *fzState) admissionBound() float64 {
 }
 
 // period records the rate (as given: Rate() reads 0 when the interval
-// overflows to +Inf) and capacity now in force; a new finite period that
-// follows a maxPermits of +Inf (or the creation) may start full.
+// overflows to +Inf) and capacity now in force. A finite period needs a
+// finite rate, interval and maxPermits: at an interval of +Inf, S·I is no
+// measure of anything, and the rescale out of a subnormal maxPermits (a rate
+// below about 1e-299/s) is imprecise. A finite period that follows a
+// non-finite one (or the creation) may start full.
 func (s *fzState) period(rate, prevMax float64) {
 	snap := s.lim.Snapshot()
-	finite := !math.IsInf(rate, 1) && !math.IsInf(snap.MaxPermits, 0)
+	interval := float64(time.Second/s.tick) / rate // ticks per permit
+	finite := !math.IsInf(rate, 1) && !math.IsInf(interval, 1) && !math.IsInf(snap.MaxPermits, 0)
 	if finite {
 		s.rMax = max(s.rMax, rate)
 		if s.bursty {

@@ -120,6 +120,13 @@ func (l *Limiter) SetRate(permitsPerSecond float64, now int64) {
 		} else {
 			l.storedPermits = l.maxPermits
 		}
+	} else if !math.IsInf(permitsPerSecond, 1) && l.storedPermits > l.maxPermits {
+		// The rescale stored·newMax/oldMax can overshoot newMax: out of a
+		// subnormal oldMax (rates below ~1e-299/s) by far, since
+		// stored·newMax rounds to a few subnormal steps (FuzzLimiter: 1/24
+		// stored for a maxPermits of 0.02425). A bursty bucket would then
+		// hand out more than it holds.
+		l.storedPermits = l.maxPermits
 	}
 	l.version++
 }

@@ -134,7 +134,9 @@ func FuzzEngine(f *testing.F) {
 			vacuous  bool
 		)
 		period := func(rate, prevMax float64) {
-			fin := !math.IsInf(rate, 1) && !math.IsInf(l.MaxPermits(), 0)
+			// As in FuzzLimiter: a finite period needs a finite rate,
+			// interval and maxPermits.
+			fin := !math.IsInf(rate, 1) && !math.IsInf(tps/rate, 1) && !math.IsInf(l.MaxPermits(), 0)
 			if fin {
 				rMax = max(rMax, rate)
 				if bursty {
@@ -284,6 +286,22 @@ func TestReserveSaturatesStoredPlusFreshPrice(t *testing.T) {
 		}
 		if w := l.ReserveWait(1, 0); w != math.MaxInt64 {
 			t.Fatalf("tps %v: the next request waits %d ticks, want MaxInt64", tps, w)
+		}
+	}
+}
+
+// TestSetRateNeverOverfillsTheBucket is FuzzLimiter's third find
+// (testdata/fuzz/FuzzLimiter/67be1d31c4fd440f): a full bucket at 5e-324
+// permits/s holds a subnormal maxPermits; rescaled to 1e-3/s,
+// stored·newMax/oldMax came out at 1/24 permit for a capacity of 0.02425,
+// and the limiter admitted more than R·T + maxPermits + one request.
+func TestSetRateNeverOverfillsTheBucket(t *testing.T) {
+	for _, tps := range []float64{Nanosecond, Microsecond} {
+		l := NewBursty(tps, 24.25, math.SmallestNonzeroFloat64, 0)
+		l.Fill()
+		l.SetRate(1e-3, 0)
+		if s, m := l.StoredPermits(), l.MaxPermits(); s > m || m != 24.25e-3 {
+			t.Fatalf("tps %v: after SetRate stored %v of maxPermits %v, want at most 0.02425", tps, s, m)
 		}
 	}
 }
