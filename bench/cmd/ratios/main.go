@@ -106,7 +106,7 @@ func run(count int, benchtime, bench, cpu, rawPath string, out io.Writer) error 
 			os.Stdout.Write(res)
 			return fmt.Errorf("round %d: %w", i+1, err)
 		}
-		r, names, err := parse(res)
+		r, names, err := parse(res, cpu != "")
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -161,9 +161,12 @@ func run(count int, benchtime, bench, cpu, rawPath string, out io.Writer) error 
 }
 
 // benchLine matches "BenchmarkX/y-2   123   45.6 ns/op   0 B/op   0 allocs/op".
-var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) B/op\s+([\d.]+) allocs/op)?`)
+var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) B/op\s+([\d.]+) allocs/op)?`)
 
-func parse(out []byte) (map[string]sample, []string, error) {
+// parse reads benchmark lines. The -N suffix (GOMAXPROCS, absent for 1) is
+// dropped, unless keepProcs (a -cpu list, where it tells runs apart), in
+// which case names become "X (cpu=N)".
+func parse(out []byte, keepProcs bool) (map[string]sample, []string, error) {
 	res := map[string]sample{}
 	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -172,19 +175,27 @@ func parse(out []byte) (map[string]sample, []string, error) {
 		if m == nil {
 			continue
 		}
+		name := m[1]
+		if keepProcs {
+			procs := m[2]
+			if procs == "" {
+				procs = "1"
+			}
+			name += " (cpu=" + procs + ")"
+		}
 		var s sample
 		var err error
-		if s.ns, err = strconv.ParseFloat(m[2], 64); err != nil {
+		if s.ns, err = strconv.ParseFloat(m[3], 64); err != nil {
 			return nil, nil, err
 		}
-		if m[3] != "" {
-			s.bytes, _ = strconv.ParseFloat(m[3], 64)
-			s.allocs, _ = strconv.ParseFloat(m[4], 64)
+		if m[4] != "" {
+			s.bytes, _ = strconv.ParseFloat(m[4], 64)
+			s.allocs, _ = strconv.ParseFloat(m[5], 64)
 		}
-		if _, dup := res[m[1]]; !dup {
-			names = append(names, m[1])
+		if _, dup := res[name]; !dup {
+			names = append(names, name)
 		}
-		res[m[1]] = s
+		res[name] = s
 	}
 	if len(res) == 0 {
 		return nil, nil, fmt.Errorf("no benchmark results in the output")

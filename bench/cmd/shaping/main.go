@@ -37,8 +37,8 @@
 // The peers get the same 0.1 s of burst as ours because stored credit is
 // what makes up for timer oversleep (about 1 ms per sleep on this VM, much
 // more when the machine is loaded): a shaper whose credit is smaller than
-// rate × oversleep loses the time overslept. The -cpu column of the progress
-// lines shows how much CPU the process got; on a loaded machine the fast,
+// rate × oversleep loses the time overslept. The progress lines (on
+// stderr) show how much CPU the process got in each run; on a loaded machine the fast,
 // small-write rows can be short of CPU rather than of permits.
 package main
 

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+const sampleOutput = `goos: linux
+goarch: amd64
+pkg: github.com/smoothrate/ratelimit/bench
+cpu: AMD EPYC
+BenchmarkGranted/ours-2           	 4525509	        53.17 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGranted/xrate-2          	 2275027	       111.2 ns/op	       0 B/op	       0 allocs/op
+BenchmarkReserve/xrate-2          	 1314907	       187.0 ns/op	      64 B/op	       1 allocs/op
+BenchmarkGrantedParallel/ours     	 1561027	       167.1 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGrantedParallel/ours-4   	 1561027	       99.5 ns/op	       0 B/op	       0 allocs/op
+PASS
+ok  	github.com/smoothrate/ratelimit/bench	6.959s
+`
+
+func TestParse(t *testing.T) {
+	res, names, err := parse([]byte(sampleOutput), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := []string{"Granted/ours", "Granted/xrate", "Reserve/xrate", "GrantedParallel/ours"}
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("names = %q, want %q", names, wantNames)
+	}
+	if got := res["Reserve/xrate"]; got != (sample{187.0, 64, 1}) {
+		t.Errorf("Reserve/xrate = %+v, want {187 64 1}", got)
+	}
+	if got := res["Granted/ours"].ns; got != 53.17 {
+		t.Errorf("Granted/ours ns = %v, want 53.17", got)
+	}
+}
+
+func TestParseKeepProcs(t *testing.T) {
+	res, _, err := parse([]byte(sampleOutput), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res["GrantedParallel/ours (cpu=1)"].ns; got != 167.1 {
+		t.Errorf("cpu=1 ns = %v, want 167.1", got)
+	}
+	if got := res["GrantedParallel/ours (cpu=4)"].ns; got != 99.5 {
+		t.Errorf("cpu=4 ns = %v, want 99.5", got)
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	if _, _, err := parse([]byte("PASS\n"), false); err == nil {
+		t.Error("parse of an output without benchmarks succeeded")
+	}
+}
+
+func TestMedianAndRatio(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median odd = %v, want 2", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median even = %v, want 2.5", got)
+	}
+	rounds := []map[string]sample{
+		{"a": {ns: 50}, "b": {ns: 100}},
+		{"a": {ns: 60}, "b": {ns: 100}},
+		{"a": {ns: 40}, "b": {ns: 50}},
+	}
+	r, lo, hi, ok := ratio(rounds, "a", "b")
+	if !ok || r != 0.5 || lo != 0.5 || math.Abs(hi-0.8) > 1e-12 {
+		t.Errorf("ratio = %v [%v, %v] ok=%v; want 0.5 [0.5, 0.8] true", r, lo, hi, ok)
+	}
+	if _, _, _, ok := ratio(rounds, "a", "missing"); ok {
+		t.Error("ratio with a missing benchmark reported ok")
+	}
+}
