@@ -188,25 +188,7 @@ func run(s shaper, r float64, d time.Duration) (result, error) {
 		}
 	}
 	cpu := float64(cpuTime()-cpu0) / float64(time.Since(t0))
-	var total int64
-	recs := snk.recs
-	for len(recs) > 0 && !recs[len(recs)-1].at.Before(end) {
-		recs = recs[:len(recs)-1] // arrived after the window
-	}
-	for _, rc := range recs {
-		total += int64(rc.n)
-	}
-	// Most bytes in any 100 ms: the heaviest window starts at some arrival.
-	var peak, inWin int64
-	j := 0
-	for i := range recs {
-		for j < len(recs) && recs[j].at.Sub(recs[i].at) < peakWindow {
-			inWin += int64(recs[j].n)
-			j++
-		}
-		peak = max(peak, inWin)
-		inWin -= int64(recs[i].n)
-	}
+	total, peak := analyze(snk.recs, end, peakWindow)
 	perWin := r * peakWindow.Seconds()
 	return result{
 		cpu:      cpu,
@@ -214,6 +196,29 @@ func run(s shaper, r float64, d time.Duration) (result, error) {
 		peak:     float64(peak) / perWin,
 		bound:    (perWin + chunk + burst) / perWin,
 	}, nil
+}
+
+// analyze returns the bytes received before end, and the most of them
+// received in any interval of length win. The heaviest interval can be taken
+// to start at an arrival, so a two-pointer sweep over the arrivals finds it.
+func analyze(recs []record, end time.Time, win time.Duration) (total, peak int64) {
+	for len(recs) > 0 && !recs[len(recs)-1].at.Before(end) {
+		recs = recs[:len(recs)-1] // arrived after the window
+	}
+	for _, rc := range recs {
+		total += int64(rc.n)
+	}
+	var inWin int64
+	j := 0
+	for i := range recs {
+		for j < len(recs) && recs[j].at.Sub(recs[i].at) < win {
+			inWin += int64(recs[j].n)
+			j++
+		}
+		peak = max(peak, inWin)
+		inWin -= int64(recs[i].n)
+	}
+	return total, peak
 }
 
 func main() {
