@@ -5,6 +5,12 @@
 //
 //	cd bench && go run ./cmd/ratios -count 7 -raw /tmp/bench_raw.txt
 //
+// With -dir it runs another package's benchmarks the same way, for the
+// tables of the limiter's and the engine's own benchmarks:
+//
+//	go run ./cmd/ratios -count 7 -dir ..          # package ratelimit
+//	go run ./cmd/ratios -count 7 -dir ../smooth   # the engine
+//
 // It compiles the benchmarks once and runs the binary count times with
 // -test.count=1, so that each round measures every library within a few
 // seconds of the others: on a shared machine a change of load then shifts a
@@ -64,14 +70,15 @@ func main() {
 	bench := flag.String("bench", ".", "-test.bench pattern")
 	cpu := flag.String("cpu", "", "-test.cpu list (empty: GOMAXPROCS)")
 	raw := flag.String("raw", "", "also write the raw benchmark output to this file (benchstat format)")
+	dir := flag.String("dir", "", "benchmark the package in this directory instead of package bench (e.g. .. or ../smooth)")
 	flag.Parse()
-	if err := run(*count, *benchtime, *bench, *cpu, *raw, os.Stdout); err != nil {
+	if err := run(*count, *benchtime, *bench, *cpu, *raw, *dir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ratios:", err)
 		os.Exit(1)
 	}
 }
 
-func run(count int, benchtime, bench, cpu, rawPath string, out io.Writer) error {
+func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer) error {
 	if count < 1 {
 		return fmt.Errorf("count must be at least 1, got %d", count)
 	}
@@ -82,6 +89,10 @@ func run(count int, benchtime, bench, cpu, rawPath string, out io.Writer) error 
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "bench.test")
 	build := exec.Command("go", "test", "-c", "-o", bin, "github.com/smoothrate/ratelimit/bench")
+	if pkgDir != "" {
+		build = exec.Command("go", "test", "-c", "-o", bin, ".")
+		build.Dir = pkgDir
+	}
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building the benchmarks: %w", err)
@@ -134,9 +145,7 @@ func run(count int, benchtime, bench, cpu, rawPath string, out io.Writer) error 
 			num(median(ns)), num(slices.Min(ns)), num(slices.Max(ns)), num(median(b)), num(median(a)))
 	}
 
-	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| Ratio (ns/op) | of medians | per-round range | goal | met |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|:---:|")
+	var rows []string
 	failed := 0
 	for _, g := range goals {
 		r, lo, hi, ok := ratio(rounds, g.ours, g.peer)
@@ -147,11 +156,19 @@ func run(count int, benchtime, bench, cpu, rawPath string, out io.Writer) error 
 		if r > g.max {
 			met, failed = "**no**", failed+1
 		}
-		fmt.Fprintf(out, "| %s / %s | %.2f | %.2f–%.2f | ≤ %.1f | %s |\n", g.ours, g.peer, r, lo, hi, g.max, met)
+		rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | ≤ %.1f | %s |", g.ours, g.peer, r, lo, hi, g.max, met))
 	}
 	for _, e := range extra {
 		if r, lo, hi, ok := ratio(rounds, e[0], e[1]); ok {
-			fmt.Fprintf(out, "| %s / %s | %.2f | %.2f–%.2f | | |\n", e[0], e[1], r, lo, hi)
+			rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | | |", e[0], e[1], r, lo, hi))
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "| Ratio (ns/op) | of medians | per-round range | goal | met |")
+		fmt.Fprintln(out, "|---|---:|---:|---:|:---:|")
+		for _, r := range rows {
+			fmt.Fprintln(out, r)
 		}
 	}
 	if failed > 0 {
@@ -244,11 +261,15 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// num prints three significant digits or so: 187, 53.2, 1.01.
 func num(x float64) string {
-	if x >= 100 || x == float64(int64(x)) {
+	switch {
+	case x >= 100 || x == float64(int64(x)):
 		return strconv.FormatFloat(x, 'f', 0, 64)
+	case x >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
 	}
-	return strconv.FormatFloat(x, 'f', 1, 64)
+	return strconv.FormatFloat(x, 'f', 2, 64)
 }
 
 // machine describes where the figures were taken.
