@@ -1,0 +1,35 @@
+#!/bin/sh
+# perf.sh regenerates every table of docs/performance.md, on this machine,
+# in one go (about 5 minutes). Run it from bench/ on an otherwise idle
+# machine; the outputs record the load average before and after each part.
+#
+#	./perf.sh [outdir]     # default: perf-out
+#
+# Outputs (Markdown, plus the raw `go test -bench` lines for benchstat):
+#	machine.txt   go version, CPUs, CPU model, kernel, clock source, load
+#	root.md       package ratelimit's own benchmarks (median of 7 rounds)
+#	smooth.md     the engine's benchmarks (median of 7 rounds)
+#	peers.md      ours vs x/time/rate, uber, juju in the same rounds, ratios
+#	cpu.md        RunParallel benchmarks at GOMAXPROCS 1, 2 and 4
+#	accuracy.md   blocking acquire loop: achieved / configured rate
+#	shaping.md    shaped byte streams: achieved rate, worst 100 ms window
+set -eu
+out=${1:-perf-out}
+mkdir -p "$out"
+{
+	go version
+	echo "nproc: $(nproc)"
+	grep -m1 'model name' /proc/cpuinfo
+	lscpu 2>/dev/null | grep -E '^(CPU family|Model|Hypervisor vendor):' || true
+	echo "kernel: $(uname -r)"
+	echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"
+	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/machine.txt"
+go run ./cmd/ratios -count 7 -dir .. -raw "$out/root_raw.txt" > "$out/root.md"
+go run ./cmd/ratios -count 7 -dir ../smooth -raw "$out/smooth_raw.txt" > "$out/smooth.md"
+go run ./cmd/ratios -count 7 -raw "$out/peers_raw.txt" > "$out/peers.md"
+go run ./cmd/ratios -count 3 -bench Parallel -cpu 1,2,4 -raw "$out/cpu_raw.txt" > "$out/cpu.md"
+go run ./cmd/accuracy -reps 3 > "$out/accuracy.md"
+go run ./cmd/shaping > "$out/shaping.md"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
