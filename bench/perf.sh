@@ -5,6 +5,9 @@
 #
 #	./perf.sh [outdir]     # default: perf-out
 #
+# For a quick check of the script itself (figures then mean nothing):
+#	COUNT=1 REPS=1 WINDOW=100ms D=200ms BENCHTIME=20ms ./perf.sh /tmp/perf-try
+#
 # Outputs (Markdown, plus the raw `go test -bench` lines for benchstat):
 #	machine.txt   go version, CPUs, CPU model, kernel, clock source, load
 #	root.md       package ratelimit's own benchmarks (median of 7 rounds)
@@ -15,6 +18,11 @@
 #	shaping.md    shaped byte streams: achieved rate, worst 100 ms window
 set -eu
 out=${1:-perf-out}
+count=${COUNT:-7}
+reps=${REPS:-3}
+window=${WINDOW:-1s}
+d=${D:-2s}
+benchtime=${BENCHTIME:-200ms}
 mkdir -p "$out"
 {
 	go version
@@ -26,10 +34,10 @@ mkdir -p "$out"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/machine.txt"
-go run ./cmd/ratios -count 7 -dir .. -raw "$out/root_raw.txt" > "$out/root.md"
-go run ./cmd/ratios -count 7 -dir ../smooth -raw "$out/smooth_raw.txt" > "$out/smooth.md"
-go run ./cmd/ratios -count 7 -raw "$out/peers_raw.txt" > "$out/peers.md"
-go run ./cmd/ratios -count 3 -bench Parallel -cpu 1,2,4 -raw "$out/cpu_raw.txt" > "$out/cpu.md"
-go run ./cmd/accuracy -reps 3 > "$out/accuracy.md"
-go run ./cmd/shaping > "$out/shaping.md"
+go run ./cmd/ratios -count "$count" -benchtime "$benchtime" -dir .. -raw "$out/root_raw.txt" > "$out/root.md"
+go run ./cmd/ratios -count "$count" -benchtime "$benchtime" -dir ../smooth -raw "$out/smooth_raw.txt" > "$out/smooth.md"
+go run ./cmd/ratios -count "$count" -benchtime "$benchtime" -raw "$out/peers_raw.txt" > "$out/peers.md"
+go run ./cmd/ratios -count "$(( (count + 1) / 2 ))" -benchtime "$benchtime" -bench Parallel -cpu 1,2,4 -raw "$out/cpu_raw.txt" > "$out/cpu.md"
+go run ./cmd/accuracy -reps "$reps" -window "$window" > "$out/accuracy.md"
+go run ./cmd/shaping -d "$d" > "$out/shaping.md"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
