@@ -54,6 +54,10 @@ func withSim(base *clocktest.Fake) Option {
 	return optionFunc(func(c *config) error {
 		c.scriptTime = simTime(base)
 		c.syncPrefetch = true
+		// Simulations measure the protocol, not the machine: a slow
+		// round trip on a busy test machine must not look like an
+		// outage.
+		c.callTimeout = 5 * time.Second
 		return nil
 	})
 }

@@ -178,7 +178,10 @@ if rate < INF then
   if level == INF then
     share = demand + remaining / #live
   else
-    share = math.min(demand, level)
+    -- Contended: the fair level. A process that wants less only asks for
+    -- less (its lease is sized by its demand), so the level is merely its
+    -- ceiling; holding it to its noisy demand estimate would starve it.
+    share = level
   end
   -- A process that has not measured its demand yet gets an equal split.
   if not (share > 0) then share = rate / #live end
@@ -190,17 +193,31 @@ local grant = math.max(need, math.min(want, cap))
 -- the process's own pnext, which advances by grant / share. Without the
 -- second, whoever asks first after a backoff wins every time, and a fleet
 -- under overload is served by the nearest and fastest processes.
--- A process's clock may lag now by its part of the burst capacity (at most
--- one second of the rate), so that a fleet can still spend a burst quickly
--- and a process that was idle may catch up by that much, no more.
+-- Each process's clock may lag now by its part of the permits stored in
+-- the shared bucket, so that an idle fleet can still spend its burst at
+-- once; otherwise a process may book no faster than its share, and a
+-- process that fell behind (others asked first) gets no credit for it:
+-- credit would let everyone book far ahead and turn the shared queue into
+-- latency. ahead(pn) is the caller's distance to its next lease: a lease
+-- with maximum wait w can be granted once it is <= w.
 resync(s, now)
 local lead = 0
-if share < INF then
-  lead = math.floor(math.min(s.max, rate) / #live / share * 1e6)
+if share < INF and s.stored > 0 then
+  lead = math.floor(s.stored / #live / share * 1e6)
   if lead ~= lead then lead = 0 end
 end
 if pnext < now - lead then pnext = now - lead end
-local wait = math.max(s.next, pnext) - now
+-- A process that is not ahead of its own clock (it is below its share) may
+-- book one lease duration further into the shared queue than the others:
+-- when the fleet's demand matches the rate exactly, the queue stays about
+-- one lease ahead, and without this priority a small process would lose
+-- half its races against the processes that ask at every opportunity.
+local function ahead(pn)
+  local a = math.max(s.next, pn) - now
+  if pn <= now then a = a - tau end
+  return a
+end
+local wait = ahead(pnext)
 if wait > maxWait then
   redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand) .. ' ' .. enc(pnext))
   persist()
@@ -214,6 +231,6 @@ end
 redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand) .. ' ' .. enc(pnext))
 persist()
 -- ahead tells the caller when its next lease can be granted at the
--- earliest (with a maximum wait of w: after ahead - w), so that it never
--- asks in vain.
-return reply(grant, moment - now, math.max(s.next, pnext) - now, moment - now + validity, #live)
+-- earliest (with a maximum wait of w: after ahead - w), so that it does
+-- not ask in vain.
+return reply(grant, moment - now, ahead(pnext), moment - now + validity, #live)

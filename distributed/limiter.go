@@ -63,6 +63,7 @@ type Limiter struct {
 	fallback     *ratelimit.Limiter
 	fallbackAt   time.Duration
 	rtt          time.Duration // decaying maximum of the round trip
+	leaseWait    time.Duration // how far ahead the last lease was booked
 	closed       bool
 	rng          *rand.Rand
 	st           Stats
@@ -403,12 +404,15 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 			l.mu.Unlock()
 			return false
 		}
-		if !l.healthy && now < l.probeAt {
-			return l.fallbackTry(permits, timeout)
-		}
 		if !l.healthy {
-			// Probe in the background; answer from the fallback.
-			l.startLeaseLocked(now, 0, 0)
+			if now >= l.probeAt && l.inflight == nil {
+				// Probe in the background; answer from the fallback
+				// meanwhile.
+				l.startLeaseLocked(now, 0, 0)
+				if l.healthy { // the synchronous test mode
+					continue
+				}
+			}
 			return l.fallbackTry(permits, timeout)
 		}
 		need := max(n-l.heldLocked(now), 1)
@@ -562,8 +566,10 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 	held := l.heldLocked(now)
 	want := l.wantLocked()
 	// Ask again when what is left would last less than two round trips
-	// and half a lease.
-	low := l.demand * (2*l.rtt + l.cfg.leaseDuration/2).Seconds()
+	// plus the time a new lease takes to become usable (half a lease when
+	// the shared queue is short, the last lease's booked wait when it is
+	// not): the next permits are then usable before these run out.
+	low := l.demand * (2*l.rtt + max(l.leaseWait, l.cfg.leaseDuration/2)).Seconds()
 	if float64(held) < max(low, 1) {
 		l.startLeaseLocked(now, 0, l.cfg.leaseDuration)
 		return
@@ -614,6 +620,7 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 		l.aheadAt = recv + r.ahead
 		switch {
 		case r.granted > 0:
+			l.leaseWait = r.wait
 			l.st.Leases++
 			l.st.PermitsLeased += r.granted
 			l.st.LargestLease = max(l.st.LargestLease, r.granted)

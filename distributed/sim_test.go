@@ -9,6 +9,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/clocktest"
 	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/smooth"
 )
 
 // simConfig describes a deterministic fleet simulation: every process has
@@ -38,6 +39,10 @@ type simResult struct {
 	// worst is the largest admitted(0,T) - R·T seen over all T.
 	worst float64
 	total int64
+	// cum[k] is the fleet's admitted(0, k·step]; per[i][k] the same for
+	// process i.
+	cum []int64
+	per [][]int64
 }
 
 func runSim(t *testing.T, srv *redistest.Server, sc simConfig) simResult {
@@ -57,7 +62,7 @@ func runSim(t *testing.T, srv *redistest.Server, sc simConfig) simResult {
 		}
 		lims[i] = l
 	}
-	res := simResult{admitted: make([]int64, n), calls: make([]int64, n), callsLate: make([]int64, n)}
+	res := simResult{admitted: make([]int64, n), calls: make([]int64, n), callsLate: make([]int64, n), per: make([][]int64, n)}
 	if sc.idleFirst > 0 {
 		// One permit creates the state; it counts as admitted at T=0.
 		if !lims[0].TryAcquire(1, 0) {
@@ -86,6 +91,10 @@ func runSim(t *testing.T, srv *redistest.Server, sc simConfig) simResult {
 		}
 		// admitted(0, T] for T = now must stay within R·T + B + lease.
 		res.worst = max(res.worst, float64(res.total)-sc.rate*tNow.Seconds())
+		res.cum = append(res.cum, res.total)
+		for i := range lims {
+			res.per[i] = append(res.per[i], res.admitted[i])
+		}
 		if k == steps/2 {
 			for i, l := range lims {
 				halfCalls[i] = l.Stats().RedisCalls
@@ -144,8 +153,11 @@ func TestFleetBoundUtilizationFairness(t *testing.T) {
 	if r.worst > bound {
 		t.Errorf("admitted(0,T) exceeded R·T + B + largest lease by %.0f", r.worst-bound)
 	}
-	if u := float64(r.total) / (rate * (secs - sc.step.Seconds())); u < 0.97 {
-		t.Errorf("utilization %.4f < 0.97", u)
+	// Utilization over the second half, once the burst is spent.
+	half := len(r.cum) / 2
+	late := float64(r.cum[len(r.cum)-1] - r.cum[half])
+	if u := late / (rate * secs / 2); u < 0.97 {
+		t.Errorf("utilization in the second half %.4f < 0.97", u)
 	}
 	if j := jain(r.admitted); j < 0.95 {
 		t.Errorf("Jain fairness %.4f < 0.95 (admitted %v)", j, r.admitted)
@@ -155,4 +167,96 @@ func TestFleetBoundUtilizationFairness(t *testing.T) {
 			t.Errorf("process %d made %.1f Redis calls/s at steady state", i, perSec)
 		}
 	}
+}
+
+// TestFleetMaxMinFairness gives one process a small demand and three a
+// large one: the small one must get all it asks for, the others an equal
+// split of the rest.
+func TestFleetMaxMinFairness(t *testing.T) {
+	srv := redistest.Start(t)
+	const rate = 1000.0
+	sc := simConfig{
+		name:     "maxmin",
+		rate:     rate,
+		demands:  []float64{100, 900, 900, 900},
+		skews:    []time.Duration{0, 7 * time.Second, -7 * time.Second},
+		duration: 8 * time.Second,
+		step:     time.Millisecond,
+		burst:    rate,
+	}
+	r := runSim(t, srv, sc)
+	// Measure the last 4 s (demand estimates settle within a second).
+	from := len(r.cum) / 2
+	secs := sc.duration.Seconds() / 2
+	got := make([]float64, len(sc.demands))
+	for i := range got {
+		got[i] = float64(r.per[i][len(r.per[i])-1]-r.per[i][from]) / secs
+	}
+	t.Logf("per-process rates %v", got)
+	if got[0] < 0.97*100 {
+		t.Errorf("the small process got %.1f/s of the 100/s it asked for", got[0])
+	}
+	for i := 1; i < 4; i++ {
+		if got[i] < 0.95*300 || got[i] > 1.05*300 {
+			t.Errorf("process %d got %.1f/s, want about 300/s (an equal split of the remaining 900)", i, got[i])
+		}
+	}
+	if total := got[0] + got[1] + got[2] + got[3]; total < 0.97*rate {
+		t.Errorf("fleet rate %.1f/s < 97%% of %v", total, rate)
+	}
+}
+
+// TestFleetSharesOneWarmUp checks that a cold fleet warms up together, as
+// one SmoothWarmingUp would: the fleet's cumulative admissions follow those
+// of a single Go engine (microsecond mode) serving the same total demand,
+// within one lease per process.
+func TestFleetSharesOneWarmUp(t *testing.T) {
+	srv := redistest.Start(t)
+	const rate = 400.0
+	warm := 2 * time.Second
+	sc := simConfig{
+		name:     "warm",
+		rate:     rate,
+		demands:  []float64{400, 400, 400},
+		skews:    []time.Duration{0, 10 * time.Second, -10 * time.Second},
+		duration: 5 * time.Second,
+		step:     time.Millisecond,
+		opts:     []Option{WithWarmup(warm), WithColdFactor(3)},
+	}
+	r := runSim(t, srv, sc)
+	// The reference: one engine serving an unlimited demand one permit
+	// at a time, each at the exact moment the engine allows it. refAt(T)
+	// is the number of permits it admits by T.
+	e := smooth.NewWarmingUp(smooth.Microsecond, warm.Microseconds(), 3, rate, 0)
+	var moments []int64
+	for t0 := int64(0); t0 <= sc.duration.Microseconds(); t0 = e.NextFreeTicket() {
+		m, _ := e.Reserve(1, t0)
+		moments = append(moments, m)
+	}
+	// Each process may hold two leases (one in use, one prefetched),
+	// priced as single reservations.
+	slack := 2 * float64(len(sc.demands)) * float64(r.largestLease)
+	var ref int64
+	for k := range r.cum {
+		now := int64(k) * sc.step.Microseconds()
+		for int(ref) < len(moments) && moments[ref] <= now {
+			ref++
+		}
+		got := float64(r.cum[k])
+		if k%250 == 0 {
+			t.Logf("at %v fleet %v engine %d", time.Duration(k)*sc.step, got, ref)
+		}
+		if got > float64(ref)+slack+1 {
+			t.Fatalf("at %v the fleet admitted %v, the engine %d (+%v slack)", time.Duration(k)*sc.step, got, ref, slack)
+		}
+		if k*int(sc.step) >= int(time.Second) && got < 0.9*float64(ref)-slack {
+			t.Fatalf("at %v the fleet admitted only %v, the engine %d", time.Duration(k)*sc.step, got, ref)
+		}
+	}
+	// Cold start: the first second admits clearly less than the rate.
+	first := r.cum[int(time.Second/sc.step)]
+	if float64(first) > 0.75*rate {
+		t.Errorf("a cold fleet admitted %d permits in its first second (rate %v)", first, rate)
+	}
+	t.Logf("fleet %d, engine %d, first second %d, largest lease %d", r.total, ref, first, r.largestLease)
 }
