@@ -44,29 +44,29 @@ type Limiter struct {
 
 	wg sync.WaitGroup // every goroutine that talks to Redis
 
-	mu           sync.Mutex
-	rate         float64 // the fleet's rate as last reported (or configured)
-	ver          int64   // config version as last reported
-	maxPermits   float64 // the global burst capacity as last reported
-	processes    int     // live processes as last reported
-	pool         []tranche
-	demand       float64 // requested permits per second (EWMA)
-	asked        float64 // requested since demandAt
-	demandAt     time.Duration
-	haveDemand   bool
-	inflight     chan struct{} // non-nil while a Redis call is in flight; closed after
-	aheadAt      time.Duration // no lease with maximum wait w can be granted before aheadAt - w
-	healthy      bool
-	failures     int
-	probeAt      time.Duration
-	lastErr      error
-	fallback     *ratelimit.Limiter
-	fallbackAt   time.Duration
-	rtt          time.Duration // decaying maximum of the round trip
-	leaseWait    time.Duration // how far ahead the last lease was booked
-	closed       bool
-	rng          *rand.Rand
-	st           Stats
+	mu         sync.Mutex
+	rate       float64 // the fleet's rate as last reported (or configured)
+	ver        int64   // config version as last reported
+	maxPermits float64 // the global burst capacity as last reported
+	processes  int     // live processes as last reported
+	pool       []tranche
+	demand     float64 // requested permits per second (EWMA)
+	asked      float64 // requested since demandAt
+	demandAt   time.Duration
+	haveDemand bool
+	inflight   chan struct{} // non-nil while a Redis call is in flight; closed after
+	aheadAt    time.Duration // no lease with maximum wait w can be granted before aheadAt - w
+	healthy    bool
+	failures   int
+	probeAt    time.Duration
+	lastErr    error
+	fallback   *ratelimit.Limiter
+	fallbackAt time.Duration
+	rtt        time.Duration // decaying maximum of the round trip
+	leaseWait  time.Duration // how far ahead the last lease was booked
+	closed     bool
+	rng        *rand.Rand
+	st         Stats
 }
 
 // tranche is the permits of one lease still held locally.
