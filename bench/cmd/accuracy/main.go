@@ -14,8 +14,8 @@
 // event); a limiter that cannot make up for its sleeps oversleeping scores
 // less.
 //
-// Why it matters: a timer wake-up on this VM takes about a millisecond,
-// whatever the duration asked (the program measures and prints it). A
+// Why it matters: a timer wake-up on this VM takes about a millisecond for
+// any sleep from about 10 µs up (the program measures and prints it). A
 // limiter can only make up for that oversleep by letting accumulated credit
 // through afterwards: x/time/rate's bucket, uber's slack, our stored permits
 // (a bursty limiter stores up to maxBurstSeconds, 1 s by default, of
@@ -131,8 +131,17 @@ func main() {
 	}
 
 	fmt.Printf("%s; %d reps of a %v window; load average before: %s\n\n", runtime.Version(), *reps, *window, loadavg())
-	p50, p99 := oversleep(200)
-	fmt.Printf("Timer floor: time.Sleep(1µs) takes %v at the median, %v at p99 (200 samples).\n\n", p50, p99)
+	fmt.Println("Timer floor: what time.Sleep(d) really takes (200 samples each):")
+	fmt.Println()
+	fmt.Println("| d | p10 | median | p90 |")
+	fmt.Println("|---:|---:|---:|---:|")
+	for _, d := range []time.Duration{time.Microsecond, 10 * time.Microsecond, 100 * time.Microsecond, time.Millisecond} {
+		p10, p50, p90 := oversleep(d, 200)
+		fmt.Printf("| %v | %v | %v | %v |\n", d, p10, p50, p90)
+	}
+	fmt.Println()
+	fmt.Println("Achieved / configured rate, median of the repetitions (range in parentheses):")
+	fmt.Println()
 
 	header := "| Limiter |"
 	sep := "|---|"
@@ -180,16 +189,17 @@ func cell(ratios []float64) string {
 	return out
 }
 
-// oversleep measures how long time.Sleep(1µs) really takes.
-func oversleep(n int) (p50, p99 time.Duration) {
-	d := make([]time.Duration, n)
-	for i := range d {
+// oversleep measures how long time.Sleep(d) really takes, n times.
+func oversleep(d time.Duration, n int) (p10, p50, p90 time.Duration) {
+	s := make([]time.Duration, n)
+	for i := range s {
 		t := time.Now()
-		time.Sleep(time.Microsecond)
-		d[i] = time.Since(t)
+		time.Sleep(d)
+		s[i] = time.Since(t)
 	}
-	slices.Sort(d)
-	return d[n/2].Round(time.Microsecond), d[n*99/100].Round(time.Microsecond)
+	slices.Sort(s)
+	r := func(x time.Duration) time.Duration { return x.Round(time.Microsecond) }
+	return r(s[n/10]), r(s[n/2]), r(s[n*9/10])
 }
 
 func human(r float64) string {
