@@ -156,7 +156,7 @@ func TestReaderCopyChecksum(t *testing.T) {
 // behaviour after EOF) through a shaped reader.
 func TestReaderContract(t *testing.T) {
 	lim, _ := newFakeLimiter(t, 1e6)
-	data := randomBytes(5, 123_456)
+	data := randomBytes(5, 23_456)
 	r, _ := shape.NewReader(bytes.NewReader(data), lim)
 	if err := iotest.TestReader(r, data); err != nil {
 		t.Fatal(err)
