@@ -207,6 +207,9 @@ if share < INF and s.stored > 0 then
   if lead ~= lead then lead = 0 end
 end
 if pnext < now - lead then pnext = now - lead end
+-- The same guard as for nextFreeTicket: a fair-share clock far ahead can
+-- only come from a clock that stepped back.
+if pnext - now > 2 * MAX_WAIT + 10 * tau then pnext = now end
 -- A process that is not ahead of its own clock (it is below its share) may
 -- book one lease duration further into the shared queue than the others:
 -- when the fleet's demand matches the rate exactly, the queue stays about

@@ -790,8 +790,9 @@ func (l *Limiter) Stats() Stats {
 	now := l.elapsed()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	held := l.heldLocked(now) // counts what lapsed
 	s := l.st
-	s.Held = l.heldLocked(now)
+	s.Held = held
 	s.Processes = l.processes
 	s.Demand = l.demand
 	s.LastError = l.lastErr

@@ -1,0 +1,83 @@
+// Package distributed shares one smooth rate limit among many processes
+// through Redis.
+//
+// Every process that creates a Limiter with the same name on the same Redis
+// draws from one global limiter: a SmoothBursty (or, with WithWarmup, a
+// SmoothWarmingUp, so that a cold fleet warms up together) whose state lives
+// in one Redis hash and is advanced by the same formulas as package smooth,
+// inside a Lua script. Processes do not ask Redis for every permit: they
+// lease batches and hand them out from memory, so Redis sees about ten
+// calls per second per busy process whatever the request rate.
+//
+// # Protocol
+//
+// Debit before spend. A permit is always taken from the global state before
+// any process hands it out; the local side never lends ahead. The script
+// (engine.lua + lease.lua, run with EVALSHA and EVAL on NOSCRIPT) does, in
+// one atomic step:
+//
+//   - read the time from Redis TIME (integer µs), never from the caller, so
+//     clock skew between processes changes nothing;
+//   - create the state on first use, or apply a newer config version once;
+//   - update the registry of live processes (id → last seen, demand, own
+//     clock) and drop those silent for a few validity periods;
+//   - compute this process's max-min fair share of the rate (water
+//     filling over the reported demands) and cap the lease at share × τ;
+//   - reserve the lease as Guava reserves a request (stored permits first,
+//     the cost pushed onto nextFreeTicket), provided it becomes usable
+//     within the caller's maximum wait and the process's own fair-share
+//     clock allows it; otherwise reply with how far ahead the next lease is
+//     (the retry-after);
+//   - set a TTL on every key (at least 1 s, more while debt is booked).
+//
+// The reply carries durations, not instants: the permits are usable wait
+// after the reply arrived (the script ran before that) and valid until
+// validity after the request was sent (the script ran after that), on the
+// process's monotonic clock. A slow round trip can only delay or shorten a
+// lease.
+//
+// Locally, a Limiter keeps the leased permits in a pool. Acquire and
+// TryAcquire take from it; when what is left would not last until a new
+// lease could be usable, one background call prefetches the next lease
+// (never more than one call in flight per Limiter). Lease size follows an
+// exponentially weighted average of the demand callers asked for (not what
+// they got) times τ (WithLeaseDuration, default 100 ms). When Redis says the
+// next lease is not available before some time, the Limiter does not ask
+// again before then, and TryAcquire answers false locally. Permits that
+// demand no longer needs are refunded (nextFreeTicket rolled back by their
+// price, never before now, only under the config version they were leased
+// under), and so are all unspent permits on Close.
+//
+// # Bounds
+//
+// While Redis is healthy, for every T and any number of processes,
+//
+//	admitted(0, T) ≤ R·T + B + largest single lease
+//
+// where B is the global stored-permit capacity, and in any window W the
+// extra over R·W + B is at most what processes hold locally, about R·τ. A
+// Redis failover forgets unreplicated debits (+ R × replication lag); a
+// full outage admits about R × (processes / processes last reported) under
+// the default failure policy; a partition of k processes out of N admits up
+// to R·(1 + k/N) once their registry entries expire. See docs/distributed.md.
+//
+// # Failures
+//
+// Each Redis call is bounded by WithCallTimeout (default 50 ms). On an
+// error or timeout the Limiter follows its FailurePolicy: FailOpen (the
+// default) spends the permits it already holds, then runs a local smooth
+// limiter at the safe rate or R divided by the last reported process count;
+// FailClosed refuses (Acquire returns an error wrapping ErrUnavailable).
+// Meanwhile it probes Redis with jittered, growing pauses and resumes
+// leasing on the first success. A key of the wrong type is reported as a
+// script error, never silently reset; SCRIPT FLUSH and FLUSHALL are
+// recovered from (the state is recreated, the newest config version wins).
+//
+// # Redis
+//
+// All keys of a limiter share the hash tag {name}, are passed in KEYS and
+// live in one cluster slot, so any redis.UniversalClient works: a single
+// server, a failover client, or a Cluster. Leases are writes and always go
+// to the primary. Give the client ContextTimeoutEnabled: true so that the
+// call timeout also bounds the socket I/O.
+package distributed
