@@ -115,8 +115,9 @@ type fzState struct {
 	tick    time.Duration // the limiter's resolution
 	bursty  bool
 
-	// Across the limiter's life, over the periods in which its rate and
-	// maxPermits were both finite ("finite periods"):
+	// Across the limiter's life, over the periods in which its rate, its
+	// stable interval and its maxPermits were all finite ("finite
+	// periods", see period):
 	rMax     float64 // the largest rate
 	mMax     float64 // the largest maxPermits (bursty only; see below)
 	refills  int     // finite periods begun with a possibly full bucket
@@ -162,7 +163,9 @@ type fzReservation struct {
 // a finite period the bookings before the last one add up to at most
 // (T - Q₀ + one tick each) / I_min permits, I_min being 1/rMax in ticks.
 // Q₀ ≥ nft - maxPermits·I: a bucket starts at most full (WithInitiallyFull,
-// or a rate coming down from a maxPermits of +Inf, which Guava refills).
+// or a rate coming down from a maxPermits of +Inf, which Guava refills; and
+// SetRate never leaves more than maxPermits stored, a property this fuzzer
+// had to restore).
 // nft never falls, so each later finite period starts at or above where the
 // previous one ended, minus one more full bucket: hence mMax·refills.
 //
