@@ -2,6 +2,7 @@ package shape_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
@@ -412,4 +413,30 @@ func TestConnTCPChecksum(t *testing.T) {
 	if sha256.Sum256(got) != sha256.Sum256(data) {
 		t.Errorf("echo differs: %d bytes back of %d", len(got), len(data))
 	}
+}
+
+// A Writer's context deadline that the next wait cannot meet fails the
+// Write at once, like a connection's deadline.
+func TestWriterContextDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(15*time.Millisecond))
+		defer cancel()
+		var out bytes.Buffer
+		w, err := shape.NewWriter(&out, newLimiter(t, 1e6), shape.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := w.Write(make([]byte, 50_000))
+		if n != 20_000 || out.Len() != 20_000 {
+			t.Errorf("Write = %d (%d written), want 20000", n, out.Len())
+		}
+		checkDeadlineError(t, err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v does not match context.DeadlineExceeded", err)
+		}
+		if el := time.Since(start); el != 10*time.Millisecond {
+			t.Errorf("Write failed after %v, want 10ms", el)
+		}
+	})
 }

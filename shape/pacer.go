@@ -2,6 +2,7 @@ package shape
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -96,7 +97,8 @@ func WithChunkSize(n int) Option {
 // WithContext makes a Reader's or Writer's waits end when ctx does: the call
 // then returns the bytes moved so far and ctx's error. A context deadline
 // that a wait cannot meet fails the call at once (see ratelimit.Limiter's
-// Acquire). Connections ignore it; they have deadlines.
+// Acquire) with a *DeadlineError, which matches os.ErrDeadlineExceeded and
+// context.DeadlineExceeded. Connections ignore it; they have deadlines.
 func WithContext(ctx context.Context) Option {
 	return optionFunc(func(c *config) error {
 		if ctx == nil {
@@ -154,6 +156,17 @@ func (p *pacer) next(remaining int) (n int, unlimited bool) {
 		c = ChunkSize(rate)
 	}
 	return min(c, remaining), false
+}
+
+// payCtx is the payment of a Reader or Writer: a context deadline that the
+// wait cannot meet is reported like a connection's, as a *DeadlineError,
+// which matches both os.ErrDeadlineExceeded and context.DeadlineExceeded.
+func (p *pacer) payCtx(ctx context.Context, n int) error {
+	_, err := p.pay(ctx, n, 0)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return &DeadlineError{Cause: err}
+	}
+	return err
 }
 
 // pay acquires n permits from the limiters from index from on, and returns

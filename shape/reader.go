@@ -39,8 +39,7 @@ func NewReader(r io.Reader, lim ratelimit.Acquirer, opts ...Option) (*Reader, er
 // wrapped reader.
 func (r *Reader) Read(p []byte) (int, error) {
 	return readChunk(r.r, p, &r.p, &r.credit, func(n int) error {
-		_, err := r.p.pay(r.ctx, n, 0)
-		return err
+		return r.p.payCtx(r.ctx, n)
 	})
 }
 

@@ -36,8 +36,7 @@ func NewWriter(w io.Writer, lim ratelimit.Acquirer, opts ...Option) (*Writer, er
 // that was paid for but not written stays paid.
 func (w *Writer) Write(p []byte) (int, error) {
 	return writeChunks(w.w, p, &w.p, func(n int) error {
-		_, err := w.p.pay(w.ctx, n, 0)
-		return err
+		return w.p.payCtx(w.ctx, n)
 	})
 }
 

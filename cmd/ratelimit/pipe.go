@@ -113,7 +113,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// Hide stdin's WriterTo so that io.CopyBuffer reads into our buffer and
 	// every byte goes through the shaped Write.
-	_, err = io.CopyBuffer(sw, struct{ io.Reader }{stdin}, make([]byte, 64<<10))
+	_, err = io.CopyBuffer(sw, struct{ io.Reader }{stdin}, make([]byte, max(64<<10, cfg.chunk)))
 	if stopProgress != nil {
 		stopProgress()
 	}
