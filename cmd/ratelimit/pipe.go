@@ -267,7 +267,7 @@ const progressInterval = 250 * time.Millisecond
 // called, which draws the last one and ends the line.
 func startProgress(w io.Writer, n *atomic.Int64, size int64) (stop func()) {
 	start := time.Now()
-	p := &progress{size: size}
+	p := newProgress(size)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -295,6 +295,12 @@ type progress struct {
 	size    int64
 	samples []sample
 	width   int // of the last line drawn, to blank what is left of it
+}
+
+// newProgress starts the samples with nothing copied at time 0, so that the
+// first line already has a current rate.
+func newProgress(size int64) *progress {
+	return &progress{size: size, samples: []sample{{0, 0}}}
 }
 
 type sample struct {

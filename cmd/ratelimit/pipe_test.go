@@ -164,24 +164,25 @@ func TestParseBurst(t *testing.T) {
 // the average, the elapsed time and the time left at the current rate. Each
 // line overwrites the previous one, blanking what is left of a longer one.
 func TestProgressLine(t *testing.T) {
-	p := &progress{size: 10_000_000}
+	p := newProgress(10_000_000)
 	steps := []struct {
 		at   time.Duration
 		n    int64
 		want string
 	}{
-		{250 * time.Millisecond, 250_000, "\r250 kB of 10.0 MB (2%)  0 B/s now  1.00 MB/s avg  0:00  ETA ?"},
+		{250 * time.Millisecond, 250_000, "\r250 kB of 10.0 MB (2%)  1.00 MB/s now  1.00 MB/s avg  0:00  ETA 0:10"},
 		{500 * time.Millisecond, 500_000, "\r500 kB of 10.0 MB (5%)  1.00 MB/s now  1.00 MB/s avg  0:01  ETA 0:10"},
 		{1500 * time.Millisecond, 2_500_000, "\r2.50 MB of 10.0 MB (25%)  2.00 MB/s now  1.67 MB/s avg  0:02  ETA 0:04"},
 		{3 * time.Second, 10_000_000, "\r10.0 MB of 10.0 MB (100%)  5.00 MB/s now  3.33 MB/s avg  0:03" + strings.Repeat(" ", 9)},
+		{4 * time.Second, 10_000_000, "\r10.0 MB of 10.0 MB (100%)  0 B/s now  2.50 MB/s avg  0:04" + strings.Repeat(" ", 4)},
 	}
 	for _, s := range steps {
 		if got := p.line(s.at, s.n); got != s.want {
 			t.Errorf("line(%v, %d)\n got %q\nwant %q", s.at, s.n, got, s.want)
 		}
 	}
-	unknown := &progress{size: -1}
-	if got, want := unknown.line(time.Second, 1000), "\r1.00 kB  0 B/s now  1.00 kB/s avg  0:01"; got != want {
+	unknown := newProgress(-1)
+	if got, want := unknown.line(time.Second, 1000), "\r1.00 kB  1.00 kB/s now  1.00 kB/s avg  0:01"; got != want {
 		t.Errorf("unknown size: %q, want %q", got, want)
 	}
 }
