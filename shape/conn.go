@@ -32,6 +32,10 @@ type Limits struct {
 // Like a net.Conn, it is safe for concurrent use. A Write is written whole
 // before another Write starts, and likewise for Reads, so concurrent writers
 // do not interleave their chunks.
+//
+// The wrapped connection is the Conn field, for what net.Conn does not
+// offer (a *net.TCPConn's CloseWrite, say). Reading or writing through it
+// bypasses the shaping.
 type Conn struct {
 	net.Conn
 	rd, wr half
