@@ -363,3 +363,36 @@ func TestWriterInvalidCount(t *testing.T) {
 		}
 	}
 }
+
+// Over a warming-up limiter the chunks start about three times further
+// apart and close in to the stable 10 ms as the limiter warms up.
+func TestWriterWarmingUp(t *testing.T) {
+	clk := clocktest.NewFake()
+	lim, err := ratelimit.NewWarmingUp(1e6, 100*time.Millisecond, ratelimit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{clk: clk}
+	w := newWriter(t, rec, lim)
+	if _, err := w.Write(make([]byte, 300_000)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.ops) != 30 {
+		t.Fatalf("%d chunks, want 30", len(rec.ops))
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(rec.ops); i++ {
+		gaps = append(gaps, rec.ops[i].at-rec.ops[i-1].at)
+	}
+	if gaps[0] < 25*time.Millisecond {
+		t.Errorf("first gap %v, want about 3 × 10 ms (cold)", gaps[0])
+	}
+	for i := 1; i < len(gaps); i++ {
+		if gaps[i] > gaps[i-1] {
+			t.Errorf("gap %d (%v) longer than gap %d (%v): not warming up", i, gaps[i], i-1, gaps[i-1])
+		}
+	}
+	if last := gaps[len(gaps)-1]; last != 10*time.Millisecond {
+		t.Errorf("last gap %v, want the stable 10ms", last)
+	}
+}
