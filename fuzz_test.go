@@ -343,8 +343,10 @@ func FuzzLimiter(f *testing.F) {
 				k := in.permits()
 				var ctx context.Context = context.Background()
 				withDeadline := in.byte()%3 == 0
+				var left time.Duration // until the deadline
 				if withDeadline {
-					ctx = deadlineCtx{ctx, clock.Now().Add(in.duration())}
+					left = in.duration()
+					ctx = deadlineCtx{ctx, clock.Now().Add(left)}
 				}
 				el := elapsed()
 				w, err := s.lim.Acquire(ctx, k)
@@ -359,6 +361,8 @@ func FuzzLimiter(f *testing.F) {
 					}
 				case w < 0:
 					t.Fatalf("Acquire(%d) waited %v < 0", k, w)
+				case withDeadline && w > 0 && w > left:
+					t.Fatalf("Acquire(%d) waited %v past its deadline %v away", k, w, left)
 				default:
 					s.booked(k, el, w)
 				}
@@ -374,6 +378,9 @@ func FuzzLimiter(f *testing.F) {
 				slept := clock.Elapsed() - fakeBefore
 				if ok && k <= 0 {
 					t.Fatalf("TryAcquire(%d) succeeded", k)
+				}
+				if ok && slept > max(timeout, 0) {
+					t.Fatalf("TryAcquire(%d, %v) slept %v, longer than its timeout", k, timeout, slept)
 				}
 				if ok {
 					if slept == math.MaxInt64-fakeBefore {
