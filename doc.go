@@ -25,13 +25,19 @@
 //	  and ramp up, and slow down again after a pause    warmup of sustained use)
 //	a gentler or steeper ramp                         NewWarmingUp(rate, warmup, WithColdFactor(f))
 //	Guava's results to the microsecond                add WithResolution(time.Microsecond)
+//	one rate shared by many processes                 distributed.New(redisClient, name, rate)
+//	                                                    (bursty, or warming up with WithWarmup)
 //	to limit bytes through an io.Reader, io.Writer    package shape, over any of the above
 //	  or net.Conn
+//	to run work items at a rate, n at a time          jobs.Run or jobs.Stream, over any of the above
 //	deterministic tests of code that uses a limiter   WithClock and package clocktest, or
 //	                                                    testing/synctest with no option at all
+//	a limiter from the shell                          the ratelimit command (cmd/ratelimit):
+//	                                                    trace, pipe and run
 //
-// Every limiter satisfies Acquirer, the small interface that code taking "a
-// rate limiter" should accept.
+// Every limiter, local or distributed, satisfies Acquirer, the small
+// interface that code taking "a rate limiter" should accept; shape and jobs
+// take an Acquirer.
 //
 // # Errors
 //
