@@ -6,8 +6,9 @@
 //
 // Method. For each shaper and each rate (1 MB/s to 1 GB/s by default), a
 // fresh shaper writes into a counting sink for -d (2 s). The caller writes
-// fixed-size buffers (-buf, 64 KiB, like io.Copy's 32 KiB; or 1448 bytes,
-// one TCP segment, for the "packets" rows) in a loop until the window ends.
+// fixed-size buffers in a loop until the window ends: 64 KiB (the size of
+// io.Copy's buffer is 32 KiB), or, for the small-write rows, 1448 bytes (one
+// TCP segment) or 512 bytes (a small record).
 // The sink records the time and size of every Write it receives; bytes that
 // arrive after the window are not counted. Initial bursts are drained
 // first (peers start with a full bucket; ours starts empty).
@@ -24,9 +25,13 @@
 //     WithMaxBurstSeconds(0.1)) (the package's recommended setup; the default
 //     chunk is 10 ms of data, clamped to [1 KiB, 64 KiB]);
 //   - ours, Guava mode: the same with WithResolution(time.Microsecond),
-//     Guava's resolution, where every wait is truncated to whole
-//     microseconds: once a chunk costs a few µs or less (small writes at
-//     high rates) the truncation admits far more than the rate;
+//     Guava's resolution, where the price of the fresh permits of each
+//     booking is truncated to whole microseconds, (long)(n × stableInterval).
+//     Below 1 µs per byte (above 1 MB/s) a write of n bytes is under-priced
+//     by up to 1 µs; a write that costs less than 1 µs (512 bytes at 1 GB/s)
+//     is free, and the limiter stops limiting. On the real clock the error
+//     is partly hidden: after each timer oversleep, the writes are served
+//     from stored permits, which are counted exactly;
 //   - juju: ratelimit.Writer over NewBucketWithRate(rate, 0.1 s of data),
 //     which waits for each caller's Write as a whole, then writes it;
 //   - x/time/rate: a writer that splits each Write into chunks of
@@ -60,17 +65,25 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// record is one Write received by the sink.
+// record is one Write received by the sink: when, since the start of the
+// run, and how many bytes.
 type record struct {
-	at time.Time
+	at time.Duration
 	n  int
 }
 
-// sink counts what arrives, with the time of arrival.
-type sink struct{ recs []record }
+// sink counts what arrives, with the time of arrival. It reads only the
+// monotonic clock and appends to a preallocated slice, so that measuring
+// costs little next to the shaper measured.
+type sink struct {
+	t0   time.Time
+	last time.Duration // arrival time of the latest Write
+	recs []record
+}
 
 func (s *sink) Write(p []byte) (int, error) {
-	s.recs = append(s.recs, record{time.Now(), len(p)})
+	s.last = time.Since(s.t0)
+	s.recs = append(s.recs, record{s.last, len(p)})
 	return len(p), nil
 }
 
@@ -86,6 +99,7 @@ type shaper struct {
 const (
 	bigBuf    = 64 << 10
 	packetBuf = 1448 // one TCP segment's payload on a 1500-byte MTU
+	smallBuf  = 512  // a small record: less than 1 µs of data at 1 GB/s
 	burstSecs = 0.1  // ours: WithMaxBurstSeconds
 )
 
@@ -159,6 +173,8 @@ var shapers = []shaper{
 	{"x/time/rate `WaitN` per chunk, burst 1 chunk", bigBuf, xrate(0)},
 	{"ours `shape.Writer`, 1448-byte writes", packetBuf, oursWriter()},
 	{"ours `shape.Writer`, Guava mode (µs), 1448-byte writes", packetBuf, oursWriter(ours.WithResolution(time.Microsecond))},
+	{"ours `shape.Writer`, 512-byte writes", smallBuf, oursWriter()},
+	{"ours `shape.Writer`, Guava mode (µs), 512-byte writes", smallBuf, oursWriter(ours.WithResolution(time.Microsecond))},
 }
 
 // result of one run.
@@ -172,7 +188,10 @@ type result struct {
 const peakWindow = 100 * time.Millisecond
 
 func run(s shaper, r float64, d time.Duration) (result, error) {
-	snk := &sink{recs: make([]record, 0, 1<<16)}
+	// Room for twice the target's writes, so that append never copies
+	// during the run.
+	writes := int(2*r*d.Seconds())/s.bufLen + 1024
+	snk := &sink{recs: make([]record, 0, writes)}
 	w, chunk, burst, err := s.make(snk, r, s.bufLen)
 	if err != nil {
 		return result{}, err
@@ -180,15 +199,14 @@ func run(s shaper, r float64, d time.Duration) (result, error) {
 	buf := make([]byte, s.bufLen)
 	runtime.GC() // keep a collection of the last run's records out of this one
 	cpu0 := cpuTime()
-	t0 := time.Now()
-	end := t0.Add(d)
-	for time.Now().Before(end) {
+	snk.t0 = time.Now()
+	for snk.last < d {
 		if _, err := w.Write(buf); err != nil {
 			return result{}, err
 		}
 	}
-	cpu := float64(cpuTime()-cpu0) / float64(time.Since(t0))
-	total, peak := analyze(snk.recs, end, peakWindow)
+	cpu := float64(cpuTime()-cpu0) / float64(time.Since(snk.t0))
+	total, peak := analyze(snk.recs, d, peakWindow)
 	perWin := r * peakWindow.Seconds()
 	return result{
 		cpu:      cpu,
@@ -201,8 +219,8 @@ func run(s shaper, r float64, d time.Duration) (result, error) {
 // analyze returns the bytes received before end, and the most of them
 // received in any interval of length win. The heaviest interval can be taken
 // to start at an arrival, so a two-pointer sweep over the arrivals finds it.
-func analyze(recs []record, end time.Time, win time.Duration) (total, peak int64) {
-	for len(recs) > 0 && !recs[len(recs)-1].at.Before(end) {
+func analyze(recs []record, end, win time.Duration) (total, peak int64) {
+	for len(recs) > 0 && recs[len(recs)-1].at >= end {
 		recs = recs[:len(recs)-1] // arrived after the window
 	}
 	for _, rc := range recs {
@@ -211,7 +229,7 @@ func analyze(recs []record, end time.Time, win time.Duration) (total, peak int64
 	var inWin int64
 	j := 0
 	for i := range recs {
-		for j < len(recs) && recs[j].at.Sub(recs[i].at) < win {
+		for j < len(recs) && recs[j].at-recs[i].at < win {
 			inWin += int64(recs[j].n)
 			j++
 		}

@@ -6,8 +6,7 @@ import (
 )
 
 func TestAnalyze(t *testing.T) {
-	t0 := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	at := func(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
 	recs := []record{
 		{at(0), 10},
 		{at(50), 10},
