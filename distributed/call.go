@@ -2,7 +2,9 @@ package distributed
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 )
@@ -69,6 +71,10 @@ func (l *Limiter) refundArgsLocked(n, ver int64, leave bool) []any {
 // and Close waits for it.
 func (l *Limiter) call(args []any) (reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.callTimeout)
+	// Cancelled here, not in the goroutine: a goroutine that cancelled
+	// after sending its result would race its own result in the select
+	// below. If we give up first, the deadline has already cancelled ctx.
+	defer cancel()
 	type result struct {
 		v   []string
 		err error
@@ -77,7 +83,6 @@ func (l *Limiter) call(args []any) (reply, error) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		defer cancel()
 		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).StringSlice()
 		ch <- result{v, err}
 	}()
@@ -88,6 +93,12 @@ func (l *Limiter) call(args []any) (reply, error) {
 		return reply{}, fmt.Errorf("distributed: redis call: %w", ctx.Err())
 	}
 	if res.err != nil {
+		var ne net.Error
+		if ctx.Err() != nil || errors.As(res.err, &ne) && ne.Timeout() {
+			// The client turned our deadline into a socket timeout;
+			// report it as the deadline it is.
+			return reply{}, fmt.Errorf("distributed: redis call: %w (%w)", context.DeadlineExceeded, res.err)
+		}
 		return reply{}, fmt.Errorf("distributed: redis call: %w", res.err)
 	}
 	return parseReply(res.v)

@@ -19,7 +19,7 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 		Addr:                  srv.Addr(),
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
-		DialTimeout:           200 * time.Millisecond,
+		DialTimeout:           2 * time.Second,
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -196,7 +196,7 @@ func TestLeasesLapse(t *testing.T) {
 	drive(base, time.Second, 300, l) // builds demand and a pool
 	held := l.Stats().Held
 	if held == 0 {
-		t.Fatal("nothing held")
+		t.Fatalf("nothing held: %+v", l.Stats())
 	}
 	base.Jump(3 * time.Second)
 	st := l.Stats()

@@ -108,6 +108,9 @@ func runSim(t *testing.T, srv *redistest.Server, sc simConfig) simResult {
 		res.callsLate[i] = st.RedisCalls - halfCalls[i]
 		res.largestLease = max(res.largestLease, st.LargestLease)
 		t.Logf("process %d: leases %d empty %d refunds %d lapsed %d local %d remote %d", i, st.Leases, st.EmptyReplies, st.Refunds, st.PermitsLapsed, st.LocalDecisions, st.RemoteDecisions)
+		if st.RedisErrors != 0 {
+			t.Errorf("process %d: %d Redis errors, the last: %v", i, st.RedisErrors, st.LastError)
+		}
 		if err := l.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}

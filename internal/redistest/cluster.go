@@ -36,7 +36,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		c.Servers = append(c.Servers, Start(t,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000"))
+			"--cluster-node-timeout", "15000"))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")

@@ -1,0 +1,185 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// TestWrongTypeKey: a foreign key of another type under the limiter's name
+// is reported, never overwritten, and never turns into admissions.
+func TestWrongTypeKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	srv.CLI("SET", "ratelimit:{wt}:state", "not a hash")
+	base := clocktest.NewFake()
+	l := newSim(t, c, "wt", "p", 100, base, WithFailClosed())
+	if l.TryAcquire(1, 0) {
+		t.Fatal("fail-closed limiter admitted over a wrong-type key")
+	}
+	_, err := l.Acquire(context.Background(), 1)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "holds a string") {
+		t.Fatalf("Acquire over a wrong-type key: %v", err)
+	}
+	if got := srv.CLI("GET", "ratelimit:{wt}:state"); got != "not a hash" {
+		t.Fatalf("the foreign key was changed to %q", got)
+	}
+	srv.CLI("DEL", "ratelimit:{wt}:procs")
+	srv.CLI("SET", "ratelimit:{wt2}:procs", "x")
+	l2 := newSim(t, c, "wt2", "p", 100, base, WithFailClosed())
+	if l2.TryAcquire(1, 0) {
+		t.Fatal("admitted over a wrong-type registry key")
+	}
+	if err := l2.Stats().LastError; err == nil || !strings.Contains(err.Error(), "registry") {
+		t.Fatalf("registry error: %v", err)
+	}
+	_ = l.Close(context.Background())
+	_ = l2.Close(context.Background())
+}
+
+// TestScriptFlushAndFlushAll: NOSCRIPT is handled by EVAL; a flushed state
+// is recreated with the newest config version the fleet knows.
+func TestScriptFlushAndFlushAll(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	l := newSim(t, c, "flush", "p", 100, base)
+	drive(base, time.Second, 100, l)
+	srv.CLI("SCRIPT", "FLUSH")
+	drive(base, time.Second, 100, l)
+	if st := l.Stats(); st.RedisErrors != 0 {
+		t.Fatalf("SCRIPT FLUSH caused %d errors: %v", st.RedisErrors, st.LastError)
+	}
+	if err := l.SetRate(50); err != nil {
+		t.Fatal(err)
+	}
+	srv.CLI("FLUSHALL")
+	got := drive(base, 2*time.Second, 200, l)
+	if st := l.Stats(); st.RedisErrors != 0 {
+		t.Fatalf("FLUSHALL caused %d errors: %v", st.RedisErrors, st.LastError)
+	}
+	if v := stateField(t, c, "flush", "ver"); v != 2 {
+		t.Fatalf("recreated state has version %v, want the fleet's 2", v)
+	}
+	if r := 1e6 / stateField(t, c, "flush", "interval"); r != 50 {
+		t.Fatalf("recreated state has rate %v, want 50", r)
+	}
+	// 2 s at 50/s, plus what was held from before the flush.
+	if got[0] > 100+50 {
+		t.Fatalf("admitted %d in 2 s at 50/s after FLUSHALL", got[0])
+	}
+	_ = l.Close(context.Background())
+}
+
+// TestKillRestartFailOpen: with Redis killed, a fail-open process runs at
+// its fallback share R/N_last; after a restart on the same port it returns
+// to leasing.
+func TestKillRestartFailOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	const rate = 400.0
+	a := newSim(t, newClient(t, srv), "kill", "a", rate, base, WithCallTimeout(time.Second))
+	b := newSim(t, newClient(t, srv), "kill", "b", rate, base, WithCallTimeout(time.Second))
+	drive(base, 2*time.Second, 400, a, b)
+	if p := a.Stats().Processes; p != 2 {
+		t.Fatalf("processes %d, want 2", p)
+	}
+	held := a.Stats().Held + b.Stats().Held
+	srv.Kill()
+	got := drive(base, 2*time.Second, 400, a, b)
+	sa, sb := a.Stats(), b.Stats()
+	if !sa.InFallback || !sb.InFallback {
+		t.Fatalf("not in fallback with Redis killed: %+v %+v", sa, sb)
+	}
+	// Each may admit its share (200/s) for 2 s, plus one free first
+	// permit, plus what it held.
+	if total := got[0] + got[1]; total > int64(2*rate)+2+held {
+		t.Fatalf("admitted %v in 2 s of outage (held %d), want at most R·T + held", got, held)
+	}
+	if got[0] < 380 || got[1] < 380 {
+		t.Fatalf("fail-open admitted only %v in 2 s at a fallback share of 200/s", got)
+	}
+	srv.Restart()
+	drive(base, 3*time.Second, 400, a, b)
+	if st := a.Stats(); st.InFallback || st.FallbackTime < 2*time.Second {
+		t.Fatalf("a after restart: %+v", st)
+	}
+	before := a.Stats().PermitsLeased + b.Stats().PermitsLeased
+	got = drive(base, time.Second, 400, a, b)
+	after := a.Stats().PermitsLeased + b.Stats().PermitsLeased
+	if after-before < 300 || got[0]+got[1] > int64(rate)+100 {
+		t.Fatalf("after recovery: admitted %v, leased %d", got, after-before)
+	}
+	_ = a.Close(context.Background())
+	_ = b.Close(context.Background())
+}
+
+// TestPausedServerFailClosed: a SIGSTOPped server makes calls time out;
+// a fail-closed limiter refuses within the call timeout and recovers after
+// SIGCONT. Real time: each call waits at most the 100 ms timeout.
+func TestPausedServerFailClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	l := newSim(t, newClient(t, srv), "pause", "p", 100, base, WithFailClosed(), WithCallTimeout(100*time.Millisecond))
+	drive(base, time.Second, 50, l)
+	srv.Pause()
+	base.Jump(5 * time.Second) // whatever was held has lapsed
+	start := time.Now()
+	if l.TryAcquire(1, 0) {
+		t.Fatal("admitted with the server paused")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := l.Acquire(ctx, 1)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with the server paused: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("refusing took %v with a 100 ms call timeout", d)
+	}
+	srv.Resume()
+	got := drive(base, 3*time.Second, 50, l)
+	if st := l.Stats(); st.InFallback || got[0] < 100 {
+		t.Fatalf("after SIGCONT: admitted %v, %+v", got, st)
+	}
+	_ = l.Close(context.Background())
+}
+
+// TestCluster runs two processes against a 3-primary Redis Cluster through
+// redis.ClusterClient: both keys land in one slot, and the bound holds.
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	mk := func() *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	base := clocktest.NewFake()
+	const rate = 500.0
+	a := newSim(t, mk(), "clu", "a", rate, base)
+	b := newSim(t, mk(), "clu", "b", rate, base)
+	got := drive(base, 3*time.Second, 500, a, b)
+	for _, s := range []*Limiter{a, b} {
+		if st := s.Stats(); st.RedisErrors != 0 {
+			t.Fatalf("errors on the cluster: %v", st.LastError)
+		}
+	}
+	// Starting empty: admitted ≤ R·T + largest lease.
+	bound := rate*3 + float64(max(a.Stats().LargestLease, b.Stats().LargestLease))
+	if total := float64(got[0] + got[1]); total > bound || total < 0.97*rate*3 {
+		t.Fatalf("cluster admitted %v in 3 s at %v/s (bound %v)", got, rate, bound)
+	}
+	node := cl.NodeForKey(t, "ratelimit:{clu}:state")
+	if n := node.CLI("EXISTS", "ratelimit:{clu}:state", "ratelimit:{clu}:procs"); n != "2" {
+		t.Fatalf("keys on the slot owner: %s", n)
+	}
+	_ = a.Close(context.Background())
+	_ = b.Close(context.Background())
+}
