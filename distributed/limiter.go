@@ -51,6 +51,7 @@ type Limiter struct {
 	processes  int     // live processes as last reported
 	pool       []tranche
 	demand     float64 // requested permits per second (EWMA)
+	lastSample float64 // the latest raw demand sample
 	asked      float64 // requested since demandAt
 	demandAt   time.Duration
 	haveDemand bool
@@ -463,6 +464,7 @@ func (l *Limiter) noteDemand(n int64, now time.Duration) {
 		return
 	}
 	sample := l.asked / dt.Seconds()
+	l.lastSample = sample
 	if !l.haveDemand {
 		l.demand, l.haveDemand = sample, true
 	} else {
@@ -472,11 +474,17 @@ func (l *Limiter) noteDemand(n int64, now time.Duration) {
 	l.asked, l.demandAt = 0, now
 }
 
+// sizingDemand is the demand that leases are sized for: the average, but
+// at most twice the latest sample, so that a sharp drop in demand shrinks
+// leases (and triggers refunds) at once rather than over seconds, while
+// the ordinary noise of one sample changes nothing.
+func (l *Limiter) sizingDemand() float64 { return min(l.demand, 2*l.lastSample) }
+
 // wantLocked is the lease size to ask for: τ × demand, at least 1, capped
 // by the global burst capacity (a bigger lease could never be granted
 // without debt anyway). The script caps it further at the fair share.
 func (l *Limiter) wantLocked() int64 {
-	w := math.Ceil(l.demand * l.cfg.leaseDuration.Seconds())
+	w := math.Ceil(l.sizingDemand() * l.cfg.leaseDuration.Seconds())
 	if l.maxPermits >= 1 && w > l.maxPermits {
 		w = math.Floor(l.maxPermits)
 	}
@@ -560,22 +568,33 @@ func (l *Limiter) insertLocked(t tranche) {
 // pool runs dry and gives back what a fallen demand no longer needs. At
 // most one call is in flight.
 func (l *Limiter) maintainLocked(now time.Duration) {
-	if l.inflight != nil || l.closed || !l.healthy || now < l.aheadAt-l.cfg.leaseDuration || !l.haveDemand {
+	if l.inflight != nil || l.closed || !l.healthy || !l.haveDemand {
 		return
 	}
 	held := l.heldLocked(now)
-	want := l.wantLocked()
+	// Give back what the current demand cannot spend before the leases
+	// end (they would lapse unused, lost to the whole fleet).
+	slow := l.sizingDemand()
+	var spendable float64
+	if n := len(l.pool); n > 0 {
+		spendable = slow * (l.pool[n-1].expires - now).Seconds()
+	}
+	slowWant := int64(math.Ceil(slow * l.cfg.leaseDuration.Seconds()))
+	keep := max(int64(math.Ceil(spendable)), 2*slowWant)
+	if excess := held - keep; excess > max(slowWant, 2) {
+		l.startRefundLocked(now, excess)
+		return
+	}
+	if now < l.aheadAt-l.cfg.leaseDuration {
+		return // Redis said no lease can be had yet
+	}
 	// Ask again when what is left would last less than two round trips
 	// plus the time a new lease takes to become usable (half a lease when
 	// the shared queue is short, the last lease's booked wait when it is
 	// not): the next permits are then usable before these run out.
-	low := l.demand * (2*l.rtt + max(l.leaseWait, l.cfg.leaseDuration/2)).Seconds()
+	low := slow * (2*l.rtt + max(l.leaseWait, l.cfg.leaseDuration/2)).Seconds()
 	if float64(held) < max(low, 1) {
 		l.startLeaseLocked(now, 0, l.cfg.leaseDuration)
-		return
-	}
-	if excess := held - 2*want; excess > want && excess > 0 {
-		l.startRefundLocked(now, excess)
 	}
 }
 

@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -258,6 +259,55 @@ func TestClockJumpBackIsClamped(t *testing.T) {
 	}
 	if next := stateField(t, newClient(t, srv), "jump", "next"); next > float64(simTime(base)()+offset)+2e6 {
 		t.Fatalf("next is %v µs ahead of the server clock", next-float64(simTime(base)()+offset))
+	}
+	_ = l.Close(context.Background())
+}
+
+// TestRefundWhenDemandDrops: permits held for a demand that has gone are
+// given back to the fleet instead of lapsing.
+func TestRefundWhenDemandDrops(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	l := newSim(t, c, "drop", "p", 1000, base, WithMaxBurstSeconds(0))
+	drive(base, time.Second, 2000, l)
+	held := l.Stats().Held
+	if held < 50 {
+		t.Fatalf("held %d at high demand", held)
+	}
+	calls := l.Stats().RedisCalls
+	drive(base, 3*time.Second, 20, l)
+	st := l.Stats()
+	if st.Refunds == 0 || st.PermitsRefunded < held/2 {
+		t.Fatalf("no refund after demand dropped from 2000/s to 20/s: %+v", st)
+	}
+	if st.PermitsLapsed > 10 {
+		t.Fatalf("%d permits lapsed instead of being refunded", st.PermitsLapsed)
+	}
+	if c := st.RedisCalls - calls; c > 3*20 {
+		t.Fatalf("%d Redis calls in 3 s at low demand", c)
+	}
+	_ = l.Close(context.Background())
+}
+
+// TestInfiniteRate: +Inf means unlimited, fleet-wide, and SetRate back to
+// a finite rate limits again.
+func TestInfiniteRate(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	l := newSim(t, newClient(t, srv), "inf", "p", math.Inf(1), base)
+	if got := drive(base, 100*time.Millisecond, 10000, l); got[0] != 1000 {
+		t.Fatalf("unlimited limiter admitted %d of 1000", got[0])
+	}
+	if err := l.SetRate(100); err != nil {
+		t.Fatal(err)
+	}
+	base.Jump(5 * time.Second)
+	got := drive(base, 2*time.Second, 1000, l)
+	// From an infinite rate a bursty limiter is full (100 permits), then
+	// 100/s for 2 s, plus one lease.
+	if got[0] > 100+200+int64(l.Stats().LargestLease) || got[0] < 250 {
+		t.Fatalf("admitted %d in 2 s after SetRate(100) from +Inf", got[0])
 	}
 	_ = l.Close(context.Background())
 }
