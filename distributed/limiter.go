@@ -284,13 +284,14 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 			continue
 		}
 		wait := min(max(deadline-now, 0), maxWait)
-		if askAt := l.aheadAt - wait; now < askAt {
+		if aheadAt := l.aheadAt; now < aheadAt-wait {
 			// Redis said no lease can be had before then: back off
 			// instead of polling.
 			l.mu.Unlock()
-			if l.aheadAt > deadline {
-				return 0, fmt.Errorf("distributed: no permits for %v, past the context deadline: %w", l.aheadAt-now, context.DeadlineExceeded)
+			if aheadAt > deadline {
+				return 0, fmt.Errorf("distributed: no permits for %v, past the context deadline: %w", aheadAt-now, context.DeadlineExceeded)
 			}
+			askAt := aheadAt - wait
 			if err := l.sleep(ctx, askAt-now); err != nil {
 				return 0, err
 			}
