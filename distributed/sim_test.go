@@ -159,10 +159,12 @@ func TestFleetBoundUtilizationFairness(t *testing.T) {
 	// Utilization over the second half, once the burst is spent.
 	half := len(r.cum) / 2
 	late := float64(r.cum[len(r.cum)-1] - r.cum[half])
-	if u := late / (rate * secs / 2); u < 0.97 {
+	u, j := late/(rate*secs/2), jain(r.admitted)
+	t.Logf("utilization in the second half %.4f, Jain index %.5f", u, j)
+	if u < 0.97 {
 		t.Errorf("utilization in the second half %.4f < 0.97", u)
 	}
-	if j := jain(r.admitted); j < 0.95 {
+	if j < 0.95 {
 		t.Errorf("Jain fairness %.4f < 0.95 (admitted %v)", j, r.admitted)
 	}
 	for i, c := range r.callsLate {
