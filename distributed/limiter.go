@@ -247,8 +247,11 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		return 0, ErrClosed
 	}
 	l.noteDemand(n, begin)
-	for {
-		now := l.elapsed()
+	for iter := 0; ; iter++ {
+		now := begin // the hot path reads the clock once
+		if iter > 0 {
+			now = l.elapsed()
+		}
 		at, taken, ok, enough := l.takeLocked(n, now, deadline)
 		if ok {
 			l.countDecision(remote)
@@ -357,8 +360,11 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		return false
 	}
 	l.noteDemand(n, begin)
-	for {
-		now := l.elapsed()
+	for iter := 0; ; iter++ {
+		now := begin // the hot path reads the clock once
+		if iter > 0 {
+			now = l.elapsed()
+		}
 		at, _, ok, enough := l.takeLocked(n, now, max(latest, now))
 		if ok {
 			l.countDecision(asked)
@@ -513,12 +519,13 @@ func (l *Limiter) heldLocked(now time.Duration) int64 {
 }
 
 // takeLocked removes n permits from the pool if they are all usable by
-// latest. It returns the moment they are all usable and what it took (to
-// give back on cancellation). enough reports that the pool holds n permits
-// even when they are usable too late.
-func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Duration, taken []tranche, ok, enough bool) {
+// latest. It returns the moment they are all usable and, as one tranche,
+// what it took (to give back if the caller's context ends before that
+// moment). enough reports that the pool holds n permits even when they are
+// usable too late. It allocates nothing.
+func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Duration, taken tranche, ok, enough bool) {
 	if l.heldLocked(now) < n {
-		return 0, nil, false, false
+		return 0, tranche{}, false, false
 	}
 	// The pool is sorted by usable time; the first n permits are usable
 	// at the usable time of the tranche holding the n-th.
@@ -532,16 +539,21 @@ func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Durati
 	}
 	at = max(at, now)
 	if at > latest {
-		return at, nil, false, true
+		return at, tranche{}, false, true
 	}
-	left = n
-	for left > 0 {
+	// What is given back is usable at at, ends with the earliest of the
+	// leases it came from, and carries the oldest version (refundable
+	// only if all of it is current).
+	taken = tranche{n: n, usable: at, expires: math.MaxInt64, ver: math.MaxInt64}
+	for left = n; left > 0; {
 		t := &l.pool[0]
 		k := min(t.n, left)
-		taken = append(taken, tranche{n: k, usable: t.usable, expires: t.expires, ver: t.ver})
+		taken.expires = min(taken.expires, t.expires)
+		taken.ver = min(taken.ver, t.ver)
 		t.n -= k
 		left -= k
 		if t.n == 0 {
+			l.pool[0] = tranche{}
 			l.pool = l.pool[1:]
 		}
 	}
@@ -550,12 +562,10 @@ func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Durati
 
 // giveBack returns permits taken by an Acquire whose context ended before
 // it could use them.
-func (l *Limiter) giveBack(taken []tranche) {
+func (l *Limiter) giveBack(t tranche) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, t := range taken {
-		l.insertLocked(t)
-	}
+	l.insertLocked(t)
 }
 
 func (l *Limiter) insertLocked(t tranche) {
