@@ -210,14 +210,17 @@ if pnext < now - lead then pnext = now - lead end
 -- The same guard as for nextFreeTicket: a fair-share clock far ahead can
 -- only come from a clock that stepped back.
 if pnext - now > 2 * MAX_WAIT + 10 * tau then pnext = now end
--- A process that is not ahead of its own clock (it is below its share) may
--- book one lease duration further into the shared queue than the others:
--- when the fleet's demand matches the rate exactly, the queue stays about
--- one lease ahead, and without this priority a small process would lose
--- half its races against the processes that ask at every opportunity.
+-- A process that is ahead of its own clock (it has had its share) books
+-- one lease duration less far into the shared queue than the others: when
+-- the fleet's demand matches the rate exactly, the queue stays about one
+-- lease ahead, and without this priority a process below its share would
+-- lose half its races against the processes that ask at every
+-- opportunity. The caller's maximum wait is never exceeded. ahead(pn) is
+-- the caller's distance to its next lease: a lease with maximum wait w can
+-- be granted once ahead(pn) <= w.
 local function ahead(pn)
   local a = math.max(s.next, pn) - now
-  if pn <= now then a = a - tau end
+  if pn > now then a = a + tau end
   return a
 end
 local wait = ahead(pnext)

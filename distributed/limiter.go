@@ -402,10 +402,10 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 			continue
 		}
 		// Book a lease even if it becomes usable only after the timeout
-		// (up to one lease duration ahead): this call may fail, but the
-		// next ones will find permits. Asking only for permits usable at
-		// once would starve this process whenever others book ahead.
-		wait := min(max(latest-now, l.cfg.leaseDuration), maxWait)
+		// (up to the booking horizon): this call may fail, but the next
+		// ones will find permits. Asking only for permits usable at once
+		// would starve this process whenever others book ahead.
+		wait := min(max(latest-now, l.horizon()), maxWait)
 		if now < l.aheadAt-wait {
 			// Redis said no lease can be had yet: decide locally.
 			l.countDecision(false)
@@ -596,7 +596,7 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 		l.startRefundLocked(now, excess)
 		return
 	}
-	if now < l.aheadAt-l.cfg.leaseDuration {
+	if now < l.aheadAt-l.horizon() {
 		return // Redis said no lease can be had yet
 	}
 	// Ask again when what is left would last less than two round trips
@@ -605,9 +605,14 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 	// not): the next permits are then usable before these run out.
 	low := slow * (2*l.rtt + max(l.leaseWait, l.cfg.leaseDuration/2)).Seconds()
 	if float64(held) < max(low, 1) {
-		l.startLeaseLocked(now, 0, l.cfg.leaseDuration)
+		l.startLeaseLocked(now, 0, l.horizon())
 	}
 }
+
+// horizon is how far ahead a prefetch may book: two lease durations. The
+// script grants a process that has had its fair share only leases one
+// duration closer than that, which gives priority to the others.
+func (l *Limiter) horizon() time.Duration { return min(2*l.cfg.leaseDuration, maxWait) }
 
 // startLeaseLocked launches a lease call in the background (or inline in
 // the synchronous test mode).
