@@ -840,8 +840,9 @@ func (l *Limiter) Stats() Stats {
 
 // Close gives the unspent permits back to the fleet, leaves the fair-share
 // registry and waits for every background call to end (bounded by ctx).
-// After Close, Acquire returns ErrClosed and TryAcquire false. Closing
-// twice is harmless.
+// After Close, Acquire returns ErrClosed and TryAcquire false; callers
+// already sleeping until permits they took become usable are not
+// interrupted. Closing twice is harmless.
 func (l *Limiter) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if l.closed {

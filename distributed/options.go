@@ -110,7 +110,8 @@ func buildConfig(opts []Option) (config, error) {
 // WithClock makes the limiter measure local durations (lease lifetimes,
 // waits, demand) on c and sleep on it. The limiter's rate never depends on
 // this clock: the global state runs on the Redis server's clock, so clock
-// skew between processes changes nothing.
+// skew between processes changes nothing. Context deadlines are compared
+// with c.Now(), as in the root package.
 func WithClock(c ratelimit.Clock) Option {
 	return optionFunc(func(cfg *config) error {
 		if c == nil {
