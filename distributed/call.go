@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -126,10 +127,23 @@ func parseReply(v []string) (reply, error) {
 			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %w", v, err)
 		}
 	}
+	for _, x := range append(us[:], n) {
+		if x < 0 {
+			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: negative value", v)
+		}
+	}
 	r.granted = us[0]
-	r.wait = time.Duration(us[1]) * time.Microsecond
-	r.ahead = time.Duration(us[2]) * time.Microsecond
-	r.validity = time.Duration(us[3]) * time.Microsecond
-	r.processes = int(n)
+	r.wait = fromMicros(us[1])
+	r.ahead = fromMicros(us[2])
+	r.validity = fromMicros(us[3])
+	r.processes = int(min(n, 1<<31))
 	return r, nil
+}
+
+// fromMicros converts µs to a Duration, saturating instead of wrapping.
+func fromMicros(us int64) time.Duration {
+	if us > int64(math.MaxInt64/time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
 }

@@ -183,3 +183,21 @@ func TestCluster(t *testing.T) {
 	_ = a.Close(context.Background())
 	_ = b.Close(context.Background())
 }
+
+// TestFailOpenSafeRate: a configured safe rate replaces R / N_last while
+// Redis is down.
+func TestFailOpenSafeRate(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	l := newSim(t, newClient(t, srv), "safe", "p", 1000, base, WithFailOpen(20), WithCallTimeout(time.Second))
+	drive(base, time.Second, 100, l)
+	srv.Kill()
+	base.Jump(5 * time.Second) // what was held has lapsed
+	got := drive(base, 2*time.Second, 100, l)
+	st := l.Stats()
+	// 20/s for 2 s, plus the fallback's free first permit.
+	if !st.InFallback || got[0] < 39 || got[0] > 41 || st.FallbackAdmitted != got[0] {
+		t.Fatalf("admitted %d in 2 s at a safe rate of 20/s: %+v", got[0], st)
+	}
+	_ = l.Close(context.Background())
+}
