@@ -1,7 +1,7 @@
 -- lease.lua: the distributed limiter's protocol, appended to engine.lua.
 --
 -- KEYS[1]  the state hash  ratelimit:{name}:state  (one smooth engine)
--- KEYS[2]  the registry    ratelimit:{name}:procs  (process id -> "lastSeen demand")
+-- KEYS[2]  the registry    ratelimit:{name}:procs  (process id -> "lastSeen demand pnext")
 -- Both share the hash tag {name}, so they live in one cluster slot.
 --
 -- ARGV (all numbers as decimal strings):
@@ -16,6 +16,7 @@
 --  8 ver       the config version the caller knows
 --  9 pid       the caller's process id
 -- 10 validity  µs a lease stays usable after its permits become usable
+--              (the reply's validity counts from the script's now)
 -- 11 regttl    µs after which a silent process leaves the registry
 -- lease:   12 need (permits that must be in the lease)  13 want (the lease
 --          size asked for)  14 maxwait µs  15 demand permits/s  16 tau µs
@@ -30,7 +31,7 @@
 -- after ahead - w, its retry-after.
 
 -- MAX_WAIT caps how far ahead a lease may be booked (µs). A caller willing
--- to wait longer asks again after retryAfter. It also bounds the legitimate
+-- to wait longer asks again after the retry-after. It also bounds the legitimate
 -- debt, which is what lets the script detect a clock that stepped back.
 local MAX_WAIT = 1e6
 local MIN_TTL_MS = 1000
@@ -92,8 +93,8 @@ local function persist()
   end
 end
 
-local function reply(granted, wait, retry, valid, procs)
-  return {string.format('%d', granted), string.format('%d', wait), string.format('%d', retry),
+local function reply(granted, wait, aheadBy, valid, procs)
+  return {string.format('%d', granted), string.format('%d', wait), string.format('%d', aheadBy),
     string.format('%d', valid), tostring(procs), string.format('%d', s.ver),
     enc(rateOf(s)), enc(s.max)}
 end

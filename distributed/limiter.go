@@ -30,10 +30,21 @@ const demandWindow = time.Second
 // Limiter is one process's handle on a rate shared by a whole fleet through
 // Redis. See the package documentation for the protocol.
 //
-// Permits are leased from the global state in batches and handed out from a
-// local pool; a permit is always taken from Redis before it is handed out
-// (debit before spend). A Limiter is safe for concurrent use; call Close
-// when done, to give unused permits back and stop its background calls.
+// The model. The fleet shares one Guava-style smooth limiter kept in Redis.
+// A Limiter leases permits from it in batches sized to about τ of this
+// process's demand and hands them out from a local pool; a permit is always
+// taken from Redis before it is handed out (debit before spend), so most
+// calls never leave the process and none can overspend the fleet's rate.
+//
+// There are two ways to take permits, as with the local limiter:
+//   - Acquire waits until the permits may be used; most callers want this.
+//   - TryAcquire takes them only if it can within a timeout; with timeout 0
+//     it never waits for Redis when the answer is known locally.
+//
+// SetRate changes the rate of the whole fleet; Stats says what happened.
+// A Limiter is safe for concurrent use. Make one with New (the zero value
+// is not usable) and call Close when done, to give unused permits back and
+// stop its background calls.
 type Limiter struct {
 	client redis.UniversalClient
 	keys   []string
