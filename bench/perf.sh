@@ -1,6 +1,6 @@
 #!/bin/sh
 # perf.sh regenerates every table of docs/performance.md, on this machine,
-# in one go (about 5 minutes). Run it from bench/ on an otherwise idle
+# in one go (about 8 minutes). Run it from bench/ on an otherwise idle
 # machine; the outputs record the load average before and after each part.
 #
 #	./perf.sh [outdir]     # default: perf-out
@@ -39,5 +39,5 @@ go run ./cmd/ratios -count "$count" -benchtime "$benchtime" -dir ../smooth -raw 
 go run ./cmd/ratios -count "$count" -benchtime "$benchtime" -raw "$out/peers_raw.txt" > "$out/peers.md"
 go run ./cmd/ratios -count "$(( (count + 1) / 2 ))" -benchtime "$benchtime" -bench Parallel -cpu 1,2,4 -raw "$out/cpu_raw.txt" > "$out/cpu.md"
 go run ./cmd/accuracy -reps "$reps" -window "$window" > "$out/accuracy.md"
-go run ./cmd/shaping -d "$d" > "$out/shaping.md"
+go run ./cmd/shaping -reps "$reps" -d "$d" > "$out/shaping.md"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"

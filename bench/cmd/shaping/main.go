@@ -5,7 +5,7 @@
 //	cd bench && go run ./cmd/shaping
 //
 // Method. For each shaper and each rate (1 MB/s to 1 GB/s by default), a
-// fresh shaper writes into a counting sink for -d (2 s). The caller writes
+// fresh shaper writes into a counting sink for -d (2 s), -reps (3) times. The caller writes
 // fixed-size buffers in a loop until the window ends: 64 KiB (the size of
 // io.Copy's buffer is 32 KiB), or, for the small-write rows, 1448 bytes (one
 // TCP segment) or 512 bytes (a small record).
@@ -54,6 +54,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,10 +180,11 @@ var shapers = []shaper{
 
 // result of one run.
 type result struct {
-	cpu      float64 // CPU time of the whole process / wall time, during the run
-	achieved float64 // ratio to the target
-	peak     float64 // most bytes in any 100 ms, as a ratio to rate × 100 ms
-	bound    float64 // (rate × 100 ms + chunk + burst) / (rate × 100 ms)
+	cpu      float64       // CPU time of the whole process / wall time, during the run
+	gap      time.Duration // longest time between two arrivals
+	achieved float64       // ratio to the target
+	peak     float64       // most bytes in any 100 ms, as a ratio to rate × 100 ms
+	bound    float64       // (rate × 100 ms + chunk + burst) / (rate × 100 ms)
 }
 
 const peakWindow = 100 * time.Millisecond
@@ -192,12 +194,15 @@ func run(s shaper, r float64, d time.Duration) (result, error) {
 	// during the run.
 	writes := int(2*r*d.Seconds())/s.bufLen + 1024
 	snk := &sink{recs: make([]record, 0, writes)}
+	buf := make([]byte, s.bufLen)
+	// Collect the last run's records now, not during this run, and before
+	// the shaper is made: a limiter left idle during the collection would
+	// store permits, an initial burst that the run would then count.
+	runtime.GC()
 	w, chunk, burst, err := s.make(snk, r, s.bufLen)
 	if err != nil {
 		return result{}, err
 	}
-	buf := make([]byte, s.bufLen)
-	runtime.GC() // keep a collection of the last run's records out of this one
 	cpu0 := cpuTime()
 	snk.t0 = time.Now()
 	for snk.last < d {
@@ -207,9 +212,14 @@ func run(s shaper, r float64, d time.Duration) (result, error) {
 	}
 	cpu := float64(cpuTime()-cpu0) / float64(time.Since(snk.t0))
 	total, peak := analyze(snk.recs, d, peakWindow)
+	var gap, prev time.Duration
+	for _, rc := range snk.recs {
+		gap, prev = max(gap, rc.at-prev), rc.at
+	}
 	perWin := r * peakWindow.Seconds()
 	return result{
 		cpu:      cpu,
+		gap:      gap,
 		achieved: float64(total) / (r * d.Seconds()),
 		peak:     float64(peak) / perWin,
 		bound:    (perWin + chunk + burst) / perWin,
@@ -241,6 +251,7 @@ func analyze(recs []record, end, win time.Duration) (total, peak int64) {
 
 func main() {
 	d := flag.Duration("d", 2*time.Second, "length of each run")
+	reps := flag.Int("reps", 3, "repetitions of each run")
 	ratesFlag := flag.String("rates", "1e6,1e7,1e8,1e9", "comma-separated rates, bytes/s")
 	flag.Parse()
 	var rates []float64
@@ -252,23 +263,35 @@ func main() {
 		}
 		rates = append(rates, r)
 	}
+	if *reps < 1 {
+		fmt.Fprintln(os.Stderr, "shaping: -reps must be at least 1")
+		os.Exit(2)
+	}
 	if *d < peakWindow {
 		fmt.Fprintf(os.Stderr, "shaping: -d must be at least %v\n", peakWindow)
 		os.Exit(2)
 	}
 
-	fmt.Printf("%s; %v per run; load average before: %s\n\n", runtime.Version(), *d, loadavg())
-	results := make([][]result, len(shapers))
-	for i, s := range shapers {
-		for _, r := range rates {
-			res, err := run(s, r, *d)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "shaping:", s.name, err)
-				os.Exit(1)
+	fmt.Printf("%s; %d reps of %v per shaper and rate; load average before: %s\n\n", runtime.Version(), *reps, *d, loadavg())
+	// results[shaper][rate] holds one result per repetition. The
+	// repetitions are the outer loop, so that a stall of the machine hits
+	// one repetition of one cell, and the median discards it.
+	results := make([][][]result, len(shapers))
+	for i := range results {
+		results[i] = make([][]result, len(rates))
+	}
+	for rep := range *reps {
+		for i, s := range shapers {
+			for k, r := range rates {
+				res, err := run(s, r, *d)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "shaping:", s.name, err)
+					os.Exit(1)
+				}
+				results[i][k] = append(results[i][k], res)
+				fmt.Fprintf(os.Stderr, "rep %d: %s at %s: achieved %.4f, peak %.3f (bound %.3f), longest gap %v, CPU %.2f, load %s\n",
+					rep+1, s.name, human(r), res.achieved, res.peak, res.bound, res.gap.Round(time.Microsecond), res.cpu, loadavg())
 			}
-			results[i] = append(results[i], res)
-			fmt.Fprintf(os.Stderr, "%s at %s: achieved %.4f, peak %.3f (bound %.3f), CPU %.2f, load %s\n",
-				s.name, human(r), res.achieved, res.peak, res.bound, res.cpu, loadavg())
 		}
 	}
 
@@ -277,31 +300,42 @@ func main() {
 		header += " " + human(r) + " |"
 		sep += "---|"
 	}
-	fmt.Println("Achieved rate / target (goal: 0.99–1.01):")
+	fmt.Println("Achieved rate / target, median of the repetitions (range in parentheses; goal: 0.99–1.01):")
 	fmt.Println()
 	fmt.Println(header)
 	fmt.Println(sep)
 	for i, s := range shapers {
 		row := "| " + s.name + " |"
-		for _, res := range results[i] {
-			c := fmt.Sprintf("%.4f", res.achieved)
-			if res.achieved < 0.99 || res.achieved > 1.01 {
+		for _, rs := range results[i] {
+			v := collect(rs, func(r result) float64 { return r.achieved })
+			m := median(v)
+			c := fmt.Sprintf("%.4f", m)
+			if m < 0.99 || m > 1.01 {
 				c = "**" + c + "**"
+			}
+			if len(v) > 1 {
+				c += fmt.Sprintf(" (%.4f–%.4f)", slices.Min(v), slices.Max(v))
 			}
 			row += " " + c + " |"
 		}
 		fmt.Println(row)
 	}
 	fmt.Println()
-	fmt.Println("Most bytes in any 100 ms / (rate × 100 ms), with the bound (rate × 100 ms + chunk + burst) in parentheses:")
+	fmt.Println("Most bytes in any 100 ms / (rate × 100 ms), median of the repetitions (largest in parentheses), and the bound (rate × 100 ms + chunk + burst) / (rate × 100 ms):")
 	fmt.Println()
 	fmt.Println(header)
 	fmt.Println(sep)
 	for i, s := range shapers {
 		row := "| " + s.name + " |"
-		for _, res := range results[i] {
-			c := fmt.Sprintf("%.3f (≤ %.3f)", res.peak, res.bound)
-			if res.peak > res.bound {
+		for _, rs := range results[i] {
+			v := collect(rs, func(r result) float64 { return r.peak })
+			m, bound := median(v), rs[0].bound
+			c := fmt.Sprintf("%.3f", m)
+			if len(v) > 1 {
+				c += fmt.Sprintf(" (%.3f)", slices.Max(v))
+			}
+			c += fmt.Sprintf(" ≤ %.3f", bound)
+			if m > bound {
 				c = "**" + c + "**"
 			}
 			row += " " + c + " |"
@@ -309,6 +343,23 @@ func main() {
 		fmt.Println(row)
 	}
 	fmt.Printf("\nload average after: %s\n", loadavg())
+}
+
+func collect(rs []result, f func(result) float64) []float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	return v
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // cpuTime is the CPU time (user + system) used by the process so far.
