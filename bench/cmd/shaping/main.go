@@ -5,11 +5,11 @@
 //	cd bench && go run ./cmd/shaping
 //
 // Method. For each shaper and each rate (1 MB/s to 1 GB/s by default), a
-// fresh shaper writes into a counting sink for -d (2 s), -reps (3) times. The caller writes
-// fixed-size buffers in a loop until the window ends: 64 KiB (the size of
-// io.Copy's buffer is 32 KiB), or, for the small-write rows, 1448 bytes (one
-// TCP segment) or 512 bytes (a small record).
-// The sink records the time and size of every Write it receives; bytes that
+// fresh shaper writes into a counting sink for -d (2 s); each measurement is
+// repeated -reps (3) times and the tables show the medians. The caller
+// writes fixed-size buffers in a loop until the window ends: 64 KiB (the
+// size of io.Copy's buffer is 32 KiB), or, for the small-write rows, 1448
+// bytes (one TCP segment) or 512 bytes (a small record). The sink records the time and size of every Write it receives; bytes that
 // arrive after the window are not counted. Initial bursts are drained
 // first (peers start with a full bucket; ours starts empty).
 //
