@@ -163,8 +163,10 @@ func TestCluster(t *testing.T) {
 	}
 	base := clocktest.NewFake()
 	const rate = 500.0
-	a := newSim(t, mk(), "clu", "a", rate, base)
-	b := newSim(t, mk(), "clu", "b", rate, base)
+	// A cluster client retries a dead node with back-off; the call
+	// timeout keeps each failed call short.
+	a := newSim(t, mk(), "clu", "a", rate, base, WithCallTimeout(500*time.Millisecond))
+	b := newSim(t, mk(), "clu", "b", rate, base, WithCallTimeout(500*time.Millisecond))
 	got := drive(base, 3*time.Second, 500, a, b)
 	for _, s := range []*Limiter{a, b} {
 		if st := s.Stats(); st.RedisErrors != 0 {
@@ -179,6 +181,23 @@ func TestCluster(t *testing.T) {
 	node := cl.NodeForKey(t, "ratelimit:{clu}:state")
 	if n := node.CLI("EXISTS", "ratelimit:{clu}:state", "ratelimit:{clu}:procs"); n != "2" {
 		t.Fatalf("keys on the slot owner: %s", n)
+	}
+	// kill -9 the slot owner: both fall back to half the rate each; the
+	// node comes back (empty, same port, same cluster config) and they
+	// lease again.
+	held := a.Stats().Held + b.Stats().Held
+	node.Kill()
+	got = drive(base, 2*time.Second, 500, a, b)
+	if st := a.Stats(); !st.InFallback || got[0]+got[1] > int64(rate*2)+2+held {
+		t.Fatalf("with the slot owner down: admitted %v, %+v", got, st)
+	}
+	node.Restart()
+	cl.WaitOK(t)
+	drive(base, 3*time.Second, 500, a, b)
+	before := a.Stats().PermitsLeased + b.Stats().PermitsLeased
+	got = drive(base, time.Second, 500, a, b)
+	if a.Stats().InFallback || b.Stats().InFallback || a.Stats().PermitsLeased+b.Stats().PermitsLeased-before < 400 {
+		t.Fatalf("after the node came back: admitted %v, a %+v", got, a.Stats())
 	}
 	_ = a.Close(context.Background())
 	_ = b.Close(context.Background())
