@@ -3,7 +3,9 @@ package distributed
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,4 +221,75 @@ func TestFailOpenSafeRate(t *testing.T) {
 		t.Fatalf("admitted %d in 2 s at a safe rate of 20/s: %+v", got[0], st)
 	}
 	_ = l.Close(context.Background())
+}
+
+// cuttable wraps a connection that a test can cut, as a network partition
+// would: reads and writes fail while cut is set.
+type cuttable struct {
+	net.Conn
+	cut *atomic.Bool
+}
+
+func (c cuttable) Read(p []byte) (int, error) {
+	if c.cut.Load() {
+		return 0, errors.New("partitioned")
+	}
+	return c.Conn.Read(p)
+}
+
+func (c cuttable) Write(p []byte) (int, error) {
+	if c.cut.Load() {
+		return 0, errors.New("partitioned")
+	}
+	return c.Conn.Write(p)
+}
+
+// TestPartition: one of two processes loses Redis. It runs at its fallback
+// share R/2; the other, once the lost one's registry entry expires, gets the
+// whole rate: the fleet admits up to R·(1 + k/N), as documented.
+func TestPartition(t *testing.T) {
+	srv := redistest.Start(t)
+	var cut atomic.Bool
+	dialer := &net.Dialer{}
+	ca := redis.NewClient(&redis.Options{
+		Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if cut.Load() {
+				return nil, errors.New("partitioned")
+			}
+			c, err := dialer.DialContext(ctx, network, addr)
+			return cuttable{c, &cut}, err
+		},
+	})
+	t.Cleanup(func() { _ = ca.Close() })
+	base := clocktest.NewFake()
+	const rate = 400.0
+	a := newSim(t, ca, "part", "a", rate, base)
+	b := newSim(t, newClient(t, srv), "part", "b", rate, base)
+	drive(base, 2*time.Second, 400, a, b)
+	held := a.Stats().Held + b.Stats().Held
+	cut.Store(true)
+	// Registry TTL is 3 s: after it, b alone is registered.
+	first := drive(base, 4*time.Second, 400, a, b)
+	last := drive(base, 2*time.Second, 400, a, b)
+	if !a.Stats().InFallback || b.Stats().InFallback {
+		t.Fatalf("fallback: a %v, b %v", a.Stats().InFallback, b.Stats().InFallback)
+	}
+	if p := b.Stats().Processes; p != 1 {
+		t.Fatalf("b sees %d processes after a's entry expired", p)
+	}
+	// a: R/2 throughout (one free first permit); b: up to R once alone.
+	if last[0] < 395 || last[0] > 401 {
+		t.Fatalf("partitioned a admitted %d in 2 s at its fallback share of 200/s", last[0])
+	}
+	if last[1] < 0.97*2*rate {
+		t.Fatalf("b admitted %d in 2 s, want about the whole rate once alone", last[1])
+	}
+	total := first[0] + first[1] + last[0] + last[1]
+	if float64(total) > rate*6*1.5+float64(held)+2 {
+		t.Fatalf("the fleet admitted %d in 6 s of partition, more than R·T·(1 + k/N) + held", total)
+	}
+	t.Logf("partition: first 4 s %v, last 2 s %v", first, last)
+	_ = a.Close(context.Background())
+	_ = b.Close(context.Background())
 }
