@@ -476,6 +476,11 @@ func (l *Limiter) countDecision(remote bool) {
 // ask for, granted or not: sizing leases by what was granted would let a
 // starved process never ask for more.
 func (l *Limiter) noteDemand(n int64, now time.Duration) {
+	if !l.haveDemand && l.asked == 0 {
+		// The first request starts the first sample: the time between
+		// New and first use says nothing about demand.
+		l.demandAt = now
+	}
 	l.asked += float64(n)
 	dt := now - l.demandAt
 	if dt < max(l.cfg.leaseDuration/2, 10*time.Millisecond) {
