@@ -20,6 +20,7 @@ type reply struct {
 	ver        int64
 	rate       float64
 	maxPermits float64
+	born       int64 // the state's creation time: which incarnation answered
 }
 
 // redisNow is the time argument of the script: 0 (the script reads TIME)
@@ -63,7 +64,7 @@ func (l *Limiter) refundArgsLocked(n, ver int64, leave bool) []any {
 	if leave {
 		lv = "1"
 	}
-	return append(l.baseArgsLocked("refund"), n, ver, lv)
+	return append(l.baseArgsLocked("refund"), n, ver, lv, l.born)
 }
 
 // call runs lease.lua once, bounded by the call timeout. The Redis command
@@ -106,12 +107,12 @@ func (l *Limiter) call(args []any) (reply, error) {
 }
 
 func parseReply(v []string) (reply, error) {
-	if len(v) != 8 {
+	if len(v) != 9 {
 		return reply{}, fmt.Errorf("distributed: unexpected script reply %q", v)
 	}
 	var (
 		r    reply
-		errs [8]error
+		errs [9]error
 		us   [4]int64
 		n    int64
 	)
@@ -122,6 +123,7 @@ func parseReply(v []string) (reply, error) {
 	r.ver, errs[5] = strconv.ParseInt(v[5], 10, 64)
 	r.rate, errs[6] = strconv.ParseFloat(v[6], 64)
 	r.maxPermits, errs[7] = strconv.ParseFloat(v[7], 64)
+	r.born, errs[8] = strconv.ParseInt(v[8], 10, 64)
 	for _, err := range errs {
 		if err != nil {
 			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %w", v, err)

@@ -173,7 +173,7 @@ local function rateOf(s)
 end
 
 local STATE_FIELDS = {'kind', 'stored', 'max', 'interval', 'next', 'burst',
-  'warmup', 'cold', 'threshold', 'slope', 'ver', 'lc'}
+  'warmup', 'cold', 'threshold', 'slope', 'ver', 'lc', 'born'}
 
 -- loadState reads the hash at key; nil when it does not exist. A key of
 -- another type is an error, never a silent reset.

@@ -293,3 +293,28 @@ func TestPartition(t *testing.T) {
 	_ = a.Close(context.Background())
 	_ = b.Close(context.Background())
 }
+
+// TestNoRefundToARecreatedState: permits leased before FLUSHALL are not
+// refunded into the state recreated after it (it never debited them).
+func TestNoRefundToARecreatedState(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	a := newSim(t, c, "reborn", "a", 100, base, WithMaxBurstSeconds(0))
+	drive(base, time.Second, 200, a)
+	if a.Stats().Held == 0 {
+		t.Fatal("nothing held")
+	}
+	srv.CLI("FLUSHALL")
+	base.Jump(time.Millisecond)
+	b := newSim(t, newClient(t, srv), "reborn", "b", 100, base, WithMaxBurstSeconds(0))
+	drive(base, 200*time.Millisecond, 200, b)
+	next := stateField(t, c, "reborn", "next")
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateField(t, c, "reborn", "next"); got != next {
+		t.Fatalf("a's old permits were refunded into the new state: next %v -> %v", next, got)
+	}
+	_ = b.Close(context.Background())
+}

@@ -21,14 +21,17 @@
 -- lease:   12 need (permits that must be in the lease)  13 want (the lease
 --          size asked for)  14 maxwait µs  15 demand permits/s  16 tau µs
 -- refund:  12 permits  13 the version they were leased under  14 leave (1
---          removes the caller from the registry)
+--          removes the caller from the registry)  15 the state's birth
+--          time they were leased from
 -- setrate: 12 the new rate
 --
 -- Reply: {granted, wait µs, ahead µs, validity µs, processes, ver, rate,
--- maxPermits}, every element a string so that no precision is lost. ahead
+-- maxPermits, born}, every element a string so that no precision is lost. ahead
 -- is how far the caller's next lease is pushed back (by the shared debt or
 -- its own fair-share clock): a lease with maximum wait w can be granted
--- after ahead - w, its retry-after.
+-- after ahead - w, its retry-after. born identifies this incarnation of
+-- the state (its creation time), so that a refund never reaches a state
+-- recreated after the permits were leased.
 
 -- MAX_WAIT caps how far ahead a lease may be booked (µs). A caller willing
 -- to wait longer asks again after the retry-after. It also bounds the legitimate
@@ -58,10 +61,10 @@ if s == nil then
   if op == 'refund' then
     -- Nothing to give back to: the state the permits came from is gone.
     if ARGV[14] == '1' then redis.call('HDEL', KEYS[2], pid) end
-    return {'0', '0', '0', '0', '0', '0', enc(callerRate), '0'}
+    return {'0', '0', '0', '0', '0', '0', enc(callerRate), '0', '0'}
   end
   s = newState(ARGV[3], dec(ARGV[5]), tonumber(ARGV[6]), dec(ARGV[7]))
-  s.ver, s.lc = math.max(1, callerVer), 0
+  s.ver, s.lc, s.born = math.max(1, callerVer), 0, now
   setRate(s, callerRate, now)
 elseif callerVer > s.ver and op ~= 'refund' then
   -- The state was lost and recreated by a process that knew an older
@@ -96,7 +99,7 @@ end
 local function reply(granted, wait, aheadBy, valid, procs)
   return {string.format('%d', granted), string.format('%d', wait), string.format('%d', aheadBy),
     string.format('%d', valid), tostring(procs), string.format('%d', s.ver),
-    enc(rateOf(s)), enc(s.max)}
+    enc(rateOf(s)), enc(s.max), string.format('%d', s.born)}
 end
 
 if op == 'setrate' then
@@ -109,7 +112,9 @@ end
 if op == 'refund' then
   local n, lv = tonumber(ARGV[12]), tonumber(ARGV[13])
   local refunded = 0
-  if lv == s.ver and n > 0 then
+  -- Only permits debited from this very state, under its current config:
+  -- a state recreated after FLUSHALL never saw them.
+  if lv == s.ver and tonumber(ARGV[15]) == s.born and n > 0 then
     resync(s, now)
     -- Roll nextFreeTicket back by the permits' price at the stable rate,
     -- never before now: time that has passed cannot be given back.

@@ -58,6 +58,7 @@ type Limiter struct {
 	mu         sync.Mutex
 	rate       float64 // the fleet's rate as last reported (or configured)
 	ver        int64   // config version as last reported
+	born       int64   // the state's incarnation as last reported
 	maxPermits float64 // the global burst capacity as last reported
 	processes  int     // live processes as last reported
 	pool       []tranche
@@ -87,6 +88,7 @@ type tranche struct {
 	usable  time.Duration // local time from which they may be spent
 	expires time.Duration // local time at which unspent ones lapse
 	ver     int64         // config version they were leased under
+	born    int64         // the state incarnation they came from (-1: mixed)
 }
 
 // Stats reports what a Limiter has done since it was made.
@@ -560,12 +562,15 @@ func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Durati
 	// What is given back is usable at at, ends with the earliest of the
 	// leases it came from, and carries the oldest version (refundable
 	// only if all of it is current).
-	taken = tranche{n: n, usable: at, expires: math.MaxInt64, ver: math.MaxInt64}
+	taken = tranche{n: n, usable: at, expires: math.MaxInt64, ver: math.MaxInt64, born: l.pool[0].born}
 	for left = n; left > 0; {
 		t := &l.pool[0]
 		k := min(t.n, left)
 		taken.expires = min(taken.expires, t.expires)
 		taken.ver = min(taken.ver, t.ver)
+		if t.born != taken.born {
+			taken.born = -1
+		}
 		t.n -= k
 		left -= k
 		if t.n == 0 {
@@ -679,7 +684,7 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 			// (the script ran before that), and no later than its
 			// validity after the request left (the script ran after
 			// that): a slow round trip only shortens a lease.
-			l.insertLocked(tranche{n: r.granted, usable: recv + r.wait, expires: sent + r.validity, ver: r.ver})
+			l.insertLocked(tranche{n: r.granted, usable: recv + r.wait, expires: sent + r.validity, ver: r.ver, born: r.born})
 		default:
 			l.st.EmptyReplies++
 		}
@@ -688,14 +693,19 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 	close(ch)
 }
 
+// refundableLocked: only permits leased from the current incarnation of the
+// state under its current config version can be given back; the script
+// checks again.
+func (l *Limiter) refundableLocked(t tranche) bool { return t.ver == l.ver && t.born == l.born }
+
 // startRefundLocked takes excess permits out of the pool (latest first)
 // and gives them back in the background. Permits leased under an older
-// config version are not refundable and stay.
+// config version or from a lost state are not refundable and stay.
 func (l *Limiter) startRefundLocked(now time.Duration, excess int64) {
 	var n int64
 	for i := len(l.pool) - 1; i >= 0 && n < excess; i-- {
 		t := &l.pool[i]
-		if t.ver != l.ver {
+		if !l.refundableLocked(*t) {
 			continue
 		}
 		k := min(t.n, excess-n)
@@ -771,6 +781,9 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	l.rtt = max(recv-sent, l.rtt*15/16)
 	if r.ver >= l.ver {
 		l.ver, l.rate, l.maxPermits = r.ver, r.rate, r.maxPermits
+	}
+	if r.born != 0 {
+		l.born = r.born
 	}
 	if r.processes > 0 {
 		l.processes = r.processes
@@ -880,7 +893,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 	l.heldLocked(now)
 	var n int64
 	for _, t := range l.pool {
-		if t.ver == l.ver {
+		if l.refundableLocked(t) {
 			n += t.n
 		}
 	}

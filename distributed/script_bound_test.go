@@ -54,7 +54,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 			return r
 		}
 		var grants []*grant
-		var largest int64
+		var largest, born, refunded int64
 		now := int64(0)
 		for step := 0; step < 1500; step++ {
 			now += int64(rng.IntN(10_000))
@@ -62,16 +62,24 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 				now += 3_000_000 // idle: the bucket fills
 			}
 			pid := rng.IntN(4)
-			if rng.IntN(5) == 0 && len(grants) > 0 {
-				// Refund part of a grant not yet usable (so not spent).
-				g := grants[rng.IntN(len(grants))]
-				if g.moment > now && g.n > 0 && g.proc == pid {
+			if rng.IntN(5) == 0 {
+				// Refund part of one of this process's grants that is
+				// not usable yet (so not spent).
+				var pending []*grant
+				for _, g := range grants {
+					if g.proc == pid && g.moment > now && g.n > 0 {
+						pending = append(pending, g)
+					}
+				}
+				if len(pending) > 0 {
+					g := pending[rng.IntN(len(pending))]
 					k := 1 + rng.Int64N(g.n)
-					args := append(base("refund", now, pid), k, 1, "0")
+					args := append(base("refund", now, pid), k, 1, "0", born)
 					r := run(args)
 					if r.granted > k {
 						t.Fatalf("refunded %d of %d", r.granted, k)
 					}
+					refunded += r.granted
 					g.n -= k // the permits are gone either way
 				}
 				continue
@@ -84,6 +92,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 			maxWait := rng.Int64N(1_200_000)
 			args := append(base("lease", now, pid), need, want, maxWait, f64(rng.Float64()*300), 100_000)
 			r := run(args)
+			born = r.born
 			if r.granted > 0 {
 				largest = max(largest, r.granted)
 				grants = append(grants, &grant{proc: pid, moment: now + r.wait.Microseconds(), n: r.granted})
@@ -116,7 +125,10 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 					seed, g.moment, float64(excess)/1e6, float64(limit)/1e6)
 			}
 		}
-		t.Logf("seed %d: %d grants, largest %d, worst excess over R·W %.6f (bound %.6f)", seed, len(grants), largest, float64(worst)/1e6, float64(limit)/1e6)
+		t.Logf("seed %d: %d grants, largest %d, %d permits refunded, worst excess over R·W %.6f (bound %.6f)", seed, len(grants), largest, refunded, float64(worst)/1e6, float64(limit)/1e6)
+		if refunded == 0 {
+			t.Fatalf("seed %d: no refund took effect", seed)
+		}
 	}
 }
 

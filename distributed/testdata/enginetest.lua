@@ -11,7 +11,7 @@ local op, now = ARGV[1], tonumber(ARGV[2])
 local s
 if op == 'new' then
   s = newState(ARGV[3], dec(ARGV[4]), tonumber(ARGV[5]), dec(ARGV[6]))
-  s.ver, s.lc = 1, 0
+  s.ver, s.lc, s.born = 1, 0, now
   setRate(s, dec(ARGV[7]), now)
   saveState(KEYS[1], s)
   return {'0', enc(s.next), enc(s.stored), enc(s.max), enc(rateOf(s))}
