@@ -133,3 +133,36 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 }
 
 var _ redis.UniversalClient = (*redis.Client)(nil)
+
+// TestRefundNeverBeforeNow: a refund rolls nextFreeTicket back by the
+// permits' price, but never before the present: time that has passed is
+// not given back.
+func TestRefundNeverBeforeNow(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	keys := []string{"ratelimit:{rb}:state", "ratelimit:{rb}:procs"}
+	args := func(op string, now int64) []any {
+		return []any{op, redisEpoch + now, "b", "100", "0", 0, "3", 1, "p", 1_000_000, 3_000_000}
+	}
+	v, err := leaseScript.Run(context.Background(), c, keys, append(args("lease", 0), 10, 10, 0, "100", 100_000)...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseReply(v)
+	if err != nil || r.granted != 10 || r.wait != 0 {
+		t.Fatalf("lease: %+v %v", r, err)
+	}
+	// At 50 ms the debt is 50 ms; refunding 10 permits (100 ms) may only
+	// take it back to now.
+	v, err = leaseScript.Run(context.Background(), c, keys, append(args("refund", 50_000), 10, 1, "0", r.born)...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, _ := parseReply(v)
+	if got := stateField(t, c, "rb", "next"); got != redisEpoch+50_000 {
+		t.Fatalf("next after the refund: %v, want now (%v)", got, redisEpoch+50_000)
+	}
+	if rr.granted != 5 {
+		t.Fatalf("refund reported %d permits given back, want the 5 still unpaid", rr.granted)
+	}
+}
