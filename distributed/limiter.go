@@ -621,10 +621,10 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 		return // Redis said no lease can be had yet
 	}
 	// Ask again when what is left would last less than two round trips
-	// plus the time a new lease takes to become usable (half a lease when
-	// the shared queue is short, the last lease's booked wait when it is
-	// not): the next permits are then usable before these run out.
-	low := slow * (2*l.rtt + max(l.leaseWait, l.cfg.leaseDuration/2)).Seconds()
+	// plus the time a new lease takes to become usable (the last lease's
+	// booked wait) plus half a lease of margin: the next permits are then
+	// usable before these run out.
+	low := slow * (2*l.rtt + l.leaseWait + l.cfg.leaseDuration/2).Seconds()
 	if float64(held) < max(low, 1) {
 		l.startLeaseLocked(now, 0, l.horizon())
 	}
