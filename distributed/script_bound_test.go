@@ -7,8 +7,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -131,8 +129,6 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 		}
 	}
 }
-
-var _ redis.UniversalClient = (*redis.Client)(nil)
 
 // TestRefundNeverBeforeNow: a refund rolls nextFreeTicket back by the
 // permits' price, but never before the present: time that has passed is
