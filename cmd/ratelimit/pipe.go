@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/shape"
 )
 
@@ -36,9 +37,13 @@ Examples:
   ratelimit pipe 1MiB < big.iso > /dev/null
   curl -s https://example.com/big | ratelimit pipe --rate 500k --size 20MB > big
   ratelimit pipe --warmup 5s 10MB/s < in > out
+  ratelimit pipe --redis redis://db:6379/0 --name backups 10MB/s < part1 > /mnt/part1
 
-Exit status: 0 on success, 1 on a read or write error, 2 for bad flags or
-values.
+`
+
+const pipeUsageEnd = `
+Exit status: 0 on success, 1 on a read or write error (or when Redis cannot
+be reached with --fail-closed), 2 for bad flags or values.
 
 Flags:
 `
@@ -72,8 +77,10 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&sizeS, "size", "", "expected input `size`, for the time left (default: the size of standard input if it is a file)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress line")
 	fs.BoolVar(&quiet, "q", false, "short for --quiet")
+	var rf redisFlags
+	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), pipeUsage)
+		fmt.Fprint(fs.Output(), pipeUsage+redisHelp("bytes")+pipeUsageEnd)
 		fs.PrintDefaults()
 	}
 	words, err := parseFlagsAnywhere(fs, args)
@@ -88,10 +95,33 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
 		return exitUsage
 	}
-	lim, err := cfg.newLimiter()
+	shared, err := rf.check(shape.ParseRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
 		return exitUsage
+	}
+	var lim ratelimit.Acquirer
+	if shared == nil {
+		local, err := cfg.newLimiter()
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+			return exitUsage
+		}
+		lim = local
+	} else {
+		const prefix = "ratelimit pipe"
+		sl, err := shared.open(cfg.rate, cfg.distributedOptions()...)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return exitUsage
+		}
+		defer sl.close(stderr, prefix) // gives unspent permits back
+		if err := sl.start(stderr, prefix, shape.FormatRate); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return exitFail
+		}
+		defer sl.watch(stderr, prefix, shape.FormatRate)()
+		lim = sl
 	}
 	if cfg.size < 0 {
 		cfg.size = inputSize(stdin)
@@ -118,6 +148,14 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stopProgress()
 	}
 	if err != nil {
+		// shape reports a limiter error that wraps
+		// context.DeadlineExceeded as a missed deadline; a shared limit
+		// failing closed can wrap its Redis call's timeout, which is
+		// not that: show the limiter's own error.
+		var de *shape.DeadlineError
+		if errors.As(err, &de) && errors.Is(de.Cause, distributed.ErrUnavailable) {
+			err = de.Cause
+		}
 		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
 		return exitFail
 	}
@@ -221,6 +259,19 @@ func (c pipeConfig) newLimiter() (*ratelimit.Limiter, error) {
 		burst = c.burst
 	}
 	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(burst.Seconds()))
+}
+
+// distributedOptions are newLimiter's settings for a limit shared through
+// Redis.
+func (c pipeConfig) distributedOptions() []distributed.Option {
+	if c.warmup > 0 {
+		return []distributed.Option{distributed.WithWarmup(c.warmup)}
+	}
+	burst := defaultPipeBurst
+	if c.burst >= 0 {
+		burst = c.burst
+	}
+	return []distributed.Option{distributed.WithMaxBurstSeconds(burst.Seconds())}
 }
 
 // inputSize is the size of r if it is a regular file, else -1.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/jobs"
 )
 
@@ -39,9 +40,14 @@ empty. With --parallel above 1 their output may interleave, as with xargs -P.
 Examples:
   ratelimit run --rate 5/s --parallel 2 -- curl -sO {} < urls.txt
   ratelimit run --rate 1/s -- echo hello ::: alice bob carol
+  ratelimit run --redis redis://db:6379/0 --name api --rate 100/s -P 8 -- ./call {} < ids
 
-Exit status: 0 if every job succeeded, 1 if any failed (or was not started),
-2 for bad flags or values, 127 if the command cannot be found.
+`
+
+const runUsageEnd = `
+Exit status: 0 if every job succeeded, 1 if any failed (or was not started,
+as when Redis cannot be reached with --fail-closed), 2 for bad flags or
+values, 127 if the command cannot be found.
 
 Flags:
 `
@@ -74,8 +80,10 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
 	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
+	var rf redisFlags
+	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), runUsage)
+		fmt.Fprint(fs.Output(), runUsage+redisHelp("job starts")+runUsageEnd)
 		fs.PrintDefaults()
 	}
 	// Flags end at the command: its own flags are its own.
@@ -91,10 +99,38 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
 		return exitUsage
 	}
-	lim, err := cfg.newLimiter()
+	shared, err := rf.check(jobs.ParseRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
 		return exitUsage
+	}
+	var lim ratelimit.Acquirer
+	if shared == nil {
+		local, err := cfg.newLimiter()
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+			return exitUsage
+		}
+		lim = local
+	} else {
+		const prefix = "ratelimit run"
+		opts, err := cfg.distributedOptions()
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return exitUsage
+		}
+		sl, err := shared.open(cfg.rate, opts...)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return exitUsage
+		}
+		defer sl.close(stderr, prefix) // gives unspent permits back
+		if err := sl.start(stderr, prefix, formatJobRate); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return exitFail
+		}
+		defer sl.watch(stderr, prefix, formatJobRate)()
+		lim = sl
 	}
 	// Look the command up once, unless it is itself a template.
 	path := cfg.command[0]
@@ -146,6 +182,11 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch {
 		case !r.Started:
 			notStarted++
+			if errors.Is(r.Err, distributed.ErrUnavailable) {
+				// Failing closed: the shared limit cannot be
+				// checked, so start nothing more.
+				cancel(r.Err)
+			}
 		case r.Err != nil:
 			failed++
 			fmt.Fprintf(errOut, "ratelimit run: job %d (%s): %v\n", r.Index+1, r.Item, r.Err)
@@ -230,6 +271,22 @@ func (c runConfig) newLimiter() (*ratelimit.Limiter, error) {
 		return nil, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
 	}
 	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(secs))
+}
+
+// distributedOptions are newLimiter's settings for a limit shared through
+// Redis.
+func (c runConfig) distributedOptions() ([]distributed.Option, error) {
+	if c.warmup > 0 {
+		return []distributed.Option{distributed.WithWarmup(c.warmup)}, nil
+	}
+	secs := 0.0
+	if !math.IsInf(c.rate, 1) {
+		secs = c.burst / c.rate
+	}
+	if math.IsInf(secs, 0) || secs > 1e9 {
+		return nil, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
+	}
+	return []distributed.Option{distributed.WithMaxBurstSeconds(secs)}, nil
 }
 
 // feedJobs sends the jobs to items: the given list, or the non-blank lines

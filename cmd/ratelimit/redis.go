@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/distributed"
+)
+
+// This file holds what pipe and run share to put their limit in Redis
+// (package distributed): the flags, the URL forms, the start-up check, a
+// notice when the limiter falls back, and closing.
+
+// redisHelp is the part of a command's usage text that explains --redis.
+// unit names what the command's rate counts ("bytes", "jobs").
+func redisHelp(unit string) string {
+	return `Sharing one limit across processes (and machines): give every process the
+same --redis URL and --name. They then draw from one rate of ` + unit + `
+kept in Redis (package distributed): together they go at RATE, not at RATE
+each. The first process to create the name sets the rate and
+the kind (--warmup or --burst); later ones join it. Redis URLs:
+  redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
+  redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
+When Redis cannot be reached, at start or later, a process fails open by
+default: it spends the permits it already holds, then runs alone at
+--safe-rate, or at RATE divided by the number of processes Redis last
+reported (the full RATE if it never answered), and shares again as soon as
+Redis answers. With --fail-closed it stops instead, with exit status 1.
+`
+}
+
+// redisFlags are the flags that move a command's limit into Redis.
+type redisFlags struct {
+	url        string
+	name       string
+	failClosed bool
+	safeRate   string
+}
+
+func (f *redisFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "redis", "", "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
+	fs.StringVar(&f.name, "name", "", "with --redis: the shared limit's `name`; processes with the same name share one rate")
+	fs.BoolVar(&f.failClosed, "fail-closed", false, "with --redis: stop (exit status 1) when Redis cannot be reached, instead of carrying on at a fallback rate")
+	fs.StringVar(&f.safeRate, "safe-rate", "", "with --redis: this process's `rate` while Redis cannot be reached (default: RATE divided by the processes Redis last reported)")
+}
+
+// sharedConfig is the checked form of redisFlags.
+type sharedConfig struct {
+	newClient func() redis.UniversalClient
+	where     string // the server(s), without password, for messages
+	name      string
+	failClose bool
+	safeRate  float64 // 0: the library's default
+}
+
+// check validates the flags; it returns nil, nil when --redis is not given.
+// parseRate reads --safe-rate in the command's own units.
+func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConfig, error) {
+	if f.url == "" {
+		for _, used := range []struct {
+			set  bool
+			flag string
+		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}} {
+			if used.set {
+				return nil, fmt.Errorf("%s only applies to a limit shared through Redis: add --redis URL", used.flag)
+			}
+		}
+		return nil, nil
+	}
+	if f.name == "" {
+		return nil, errors.New("--redis needs --name: the processes that share a limit find it by name, e.g. --name uploads")
+	}
+	c := &sharedConfig{name: f.name, failClose: f.failClosed}
+	var err error
+	if c.newClient, c.where, err = parseRedisURL(f.url); err != nil {
+		return nil, fmt.Errorf("--redis %q: %w", f.url, err)
+	}
+	if f.safeRate != "" {
+		if f.failClosed {
+			return nil, errors.New("--safe-rate is the rate used instead of failing: it cannot be combined with --fail-closed")
+		}
+		// Both commands' rate parsers reject 0, which WithFailOpen
+		// would take as "the default".
+		if c.safeRate, err = parseRate(f.safeRate); err != nil {
+			return nil, fmt.Errorf("--safe-rate: %w", err)
+		}
+	}
+	return c, nil
+}
+
+const clusterSuffix = "+cluster"
+
+// parseRedisURL reads a server URL (redis.ParseURL: redis://, rediss://,
+// unix://) or a cluster URL of our own: redis+cluster://host:port,host:port
+// or rediss+cluster://, whose first node becomes the URL's host and the
+// others go.redis's addr= parameters (redis.ParseClusterURL's form, which is
+// accepted too). It connects to nothing.
+func parseRedisURL(s string) (newClient func() redis.UniversalClient, where string, err error) {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return nil, "", errors.New("not a URL: expected redis://host:port/db or redis+cluster://host:port,host:port")
+	}
+	base, isCluster := strings.CutSuffix(scheme, clusterSuffix)
+	if !isCluster {
+		opt, err := redis.ParseURL(s)
+		if err != nil {
+			return nil, "", err
+		}
+		// The distributed limiter bounds each call with a context
+		// deadline; this makes the deadline bound the socket I/O too.
+		opt.ContextTimeoutEnabled = true
+		if opt.DialerRetries == 0 {
+			// One dial per call: the limiter retries on its own,
+			// with growing pauses, and a refused connection is
+			// reported as such rather than as a timeout.
+			opt.DialerRetries = 1
+		}
+		return func() redis.UniversalClient { return redis.NewClient(opt) }, opt.Addr, nil
+	}
+	if base != "redis" && base != "rediss" {
+		return nil, "", fmt.Errorf("unknown scheme %q: expected redis+cluster or rediss+cluster", scheme)
+	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	userinfo, hosts := "", authority
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		userinfo, hosts = authority[:i+1], authority[i+1:]
+	}
+	nodes := strings.Split(hosts, ",")
+	for _, n := range nodes {
+		if n == "" {
+			return nil, "", errors.New("empty node address in the cluster's list")
+		}
+	}
+	u, err := url.Parse(base + "://" + userinfo + nodes[0] + tail)
+	if err != nil {
+		return nil, "", err
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, "", fmt.Errorf("a cluster has no database numbers (path %q)", u.Path)
+	}
+	q := u.Query()
+	for _, n := range nodes[1:] {
+		q.Add("addr", n)
+	}
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, "", err
+	}
+	opt.ContextTimeoutEnabled = true
+	if opt.DialerRetries == 0 {
+		opt.DialerRetries = 1
+	}
+	return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, strings.Join(opt.Addrs, ","), nil
+}
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// sharedLimit is a distributed limiter with the client it owns.
+type sharedLimit struct {
+	*distributed.Limiter
+	client redis.UniversalClient
+	cfg    *sharedConfig
+	down   bool // start found Redis unreachable and said so
+}
+
+// redisCallTimeout bounds one Redis call of the limiter (the library's
+// default is 50 ms, for servers). A command runs on machines busy with
+// other work, where a process can stall for tens of milliseconds; a call
+// that outlives its timeout puts the limiter in fallback until a probe
+// succeeds, so a short one makes a command flap between sharing and running
+// alone. 200 ms of waiting on a hung Redis costs a pipe or a job queue
+// nothing a user would notice.
+const redisCallTimeout = 200 * time.Millisecond
+
+// open makes the limiter. rate is the fleet's rate; opts carry the kind
+// (warm-up or burst). It connects to nothing: see start.
+func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLimit, error) {
+	opts = append(opts, distributed.WithCallTimeout(redisCallTimeout))
+	if c.failClose {
+		opts = append(opts, distributed.WithFailClosed())
+	} else {
+		opts = append(opts, distributed.WithFailOpen(c.safeRate))
+	}
+	// go-redis logs failed dials on standard error, once per call while
+	// the server is down; the command says what matters itself (start,
+	// watch), once.
+	redis.SetLogger(quietLogger{})
+	client := c.newClient()
+	lim, err := distributed.New(client, c.name, rate, opts...)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return &sharedLimit{Limiter: lim, client: client, cfg: c}, nil
+}
+
+// startTimeout bounds the start-up check.
+const redisStartTimeout = time.Second
+
+// start checks that Redis answers, so that a wrong address or a server
+// that is down is reported before any work, not as a failed write later.
+// Failing closed, an unreachable Redis is an error (the command exits with
+// status 1). Failing open, it is a warning on w and the command goes on:
+// the limiter runs alone at its fallback rate and joins the fleet as soon
+// as Redis answers.
+func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
+	defer cancel()
+	err := s.client.Ping(ctx).Err()
+	if err == nil {
+		return nil
+	}
+	if s.cfg.failClose {
+		return fmt.Errorf("redis at %s cannot be reached: %w (--fail-closed: not starting)", s.cfg.where, err)
+	}
+	fmt.Fprintf(w, "%s: warning: redis at %s cannot be reached: %v; running alone at %s until it answers (fail-open)\n",
+		prefix, s.cfg.where, err, format(s.fallbackRate(distributed.Stats{})))
+	s.down = true
+	return nil
+}
+
+// fallbackRate is the rate the limiter runs at while Redis is away, as
+// package distributed computes it: the safe rate, or the fleet's rate
+// divided by the processes Redis last reported (1 if it never answered).
+func (s *sharedLimit) fallbackRate(st distributed.Stats) float64 {
+	if s.cfg.safeRate > 0 {
+		return s.cfg.safeRate
+	}
+	return s.Rate() / float64(max(st.Processes, 1))
+}
+
+// watchInterval is how often watch looks at the limiter's state.
+const watchInterval = 200 * time.Millisecond
+
+// watch writes a line on w each time a fail-open limiter loses Redis or
+// finds it again, so that a user sees why the pace changed. It returns the
+// function that stops it. Failing closed there is nothing to watch: the
+// command stops with the error.
+func (s *sharedLimit) watch(w io.Writer, prefix string, format func(float64) string) (stop func()) {
+	if s.cfg.failClose {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(watchInterval)
+		defer t.Stop()
+		down := s.down // already reported by start
+		for {
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+			st := s.Stats()
+			switch {
+			case st.InFallback && !down:
+				fmt.Fprintf(w, "%s: redis at %s cannot be reached: %v; going on alone at %s (fail-open)\n",
+					prefix, s.cfg.where, st.LastError, format(s.fallbackRate(st)))
+			case !st.InFallback && down:
+				fmt.Fprintf(w, "%s: redis at %s answers again; sharing the limit %q\n", prefix, s.cfg.where, s.cfg.name)
+			}
+			down = st.InFallback
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// closeTimeout bounds Close: giving permits back is one Redis call, and a
+// command must not hang on exit because Redis does.
+const closeTimeout = 2 * time.Second
+
+// close gives the permits this process did not spend back to the fleet and
+// closes the client. A failure only means that the unspent permits lapse
+// at the end of their lease: it is reported on w and changes no exit
+// status.
+func (s *sharedLimit) close(w io.Writer, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := s.Close(ctx); err != nil && !s.Stats().InFallback {
+		fmt.Fprintf(w, "%s: warning: %v\n", prefix, err)
+	}
+	_ = s.client.Close()
+}
+
+// formatJobRate prints a rate of jobs per second for messages.
+func formatJobRate(r float64) string {
+	if math.IsInf(r, 1) {
+		return "no limit"
+	}
+	return fmt.Sprintf("%.4g jobs/s", r)
+}
