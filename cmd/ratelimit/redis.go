@@ -27,8 +27,8 @@ func redisHelp(unit string) string {
 	return `Sharing one limit across processes (and machines): give every process the
 same --redis URL and --name. They then draw from one rate of ` + unit + `
 kept in Redis (package distributed): together they go at RATE, not at RATE
-each. The first process to create the name sets the rate and
-the kind (--warmup or --burst); later ones join it. Redis URLs:
+each. While a name is in use, its rate and kind (--warmup or --burst) are
+those of the process that created it; later ones join it. Redis URLs:
   redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
   redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
 When Redis cannot be reached, at start or later, a process fails open by
