@@ -62,9 +62,11 @@ type Limiter struct {
 	maxPermits float64 // the global burst capacity as last reported
 	processes  int     // live processes as last reported
 	pool       []tranche
-	demand     float64 // requested permits per second (EWMA)
-	lastSample float64 // the latest raw demand sample
-	asked      float64 // requested since demandAt
+	held       int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
+	nextLapse  time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
+	demand     float64       // requested permits per second (EWMA)
+	lastSample float64       // the latest raw demand sample
+	asked      float64       // requested since demandAt
 	demandAt   time.Duration
 	haveDemand bool
 	inflight   chan struct{} // non-nil while a Redis call is in flight; closed after
@@ -77,9 +79,15 @@ type Limiter struct {
 	fallbackAt time.Duration
 	rtt        time.Duration // decaying maximum of the round trip
 	leaseWait  time.Duration // how far ahead the last lease was booked
-	closed     bool
-	rng        *rand.Rand
-	st         Stats
+	// Derived from demand, lastSample, rtt and leaseWait by resizeLocked
+	// whenever one of them changes, so that maintainLocked, which runs
+	// after every local decision, does no floating-point work.
+	slowWant    int64   // τ × sizing demand, rounded up
+	refundFloor int64   // below this many held permits no refund is possible
+	lowMark     float64 // prefetch when fewer permits than this are held
+	closed      bool
+	rng         *rand.Rand
+	st          Stats
 }
 
 // tranche is the permits of one lease still held locally.
@@ -138,14 +146,16 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 		return nil, err
 	}
 	l := &Limiter{
-		client:  client,
-		keys:    []string{"ratelimit:{" + name + "}:state", "ratelimit:{" + name + "}:procs"},
-		cfg:     cfg,
-		kind:    "b",
-		clock:   cfg.clock,
-		rate:    permitsPerSecond,
-		healthy: true,
+		client:    client,
+		keys:      []string{"ratelimit:{" + name + "}:state", "ratelimit:{" + name + "}:procs"},
+		cfg:       cfg,
+		kind:      "b",
+		clock:     cfg.clock,
+		rate:      permitsPerSecond,
+		healthy:   true,
+		nextLapse: math.MaxInt64,
 	}
+	l.resizeLocked()
 	if cfg.setWarmup {
 		l.kind = "w"
 	}
@@ -497,13 +507,21 @@ func (l *Limiter) noteDemand(n int64, now time.Duration) {
 		l.demand += alpha * (sample - l.demand)
 	}
 	l.asked, l.demandAt = 0, now
+	l.resizeLocked()
 }
 
 // sizingDemand is the demand that leases are sized for: the average, but
 // at most twice the latest sample, so that a sharp drop in demand shrinks
 // leases (and triggers refunds) at once rather than over seconds, while
-// the ordinary noise of one sample changes nothing.
-func (l *Limiter) sizingDemand() float64 { return min(l.demand, 2*l.lastSample) }
+// the ordinary noise of one sample changes nothing; and at least the
+// latest sample, so that a rise is followed within one sample. Following
+// a rise only through the average would take seconds (its time constant
+// is demandWindow), during which leases sized for the old demand run dry
+// before the prefetch that replaces them arrives, and callers with work
+// to do are refused although the fleet has permits to spare.
+func (l *Limiter) sizingDemand() float64 {
+	return max(min(l.demand, 2*l.lastSample), l.lastSample)
+}
 
 // wantLocked is the lease size to ask for: τ × demand, at least 1, capped
 // by the global burst capacity (a bigger lease could never be granted
@@ -519,21 +537,42 @@ func (l *Limiter) wantLocked() int64 {
 	return int64(min(w, 1<<40))
 }
 
-// heldLocked drops lapsed tranches and returns the permits still held.
+// heldLocked returns the permits still held. It is O(1) unless a tranche
+// may have lapsed, in which case pruneLocked drops what has.
 func (l *Limiter) heldLocked(now time.Duration) int64 {
+	if now >= l.nextLapse {
+		l.pruneLocked(now)
+	}
+	return l.held
+}
+
+// pruneLocked drops lapsed (and empty) tranches and recomputes held and
+// nextLapse from what is left.
+func (l *Limiter) pruneLocked(now time.Duration) {
 	var held int64
+	next := time.Duration(math.MaxInt64)
 	kept := l.pool[:0]
 	for _, t := range l.pool {
 		if now >= t.expires {
 			l.st.PermitsLapsed += t.n
 			continue
 		}
+		if t.n == 0 {
+			continue
+		}
 		held += t.n
+		next = min(next, t.expires)
 		kept = append(kept, t)
 	}
 	clear(l.pool[len(kept):])
 	l.pool = kept
-	return held
+	l.held, l.nextLapse = held, next
+}
+
+// emptyPoolLocked forgets every tranche.
+func (l *Limiter) emptyPoolLocked() {
+	l.pool = nil
+	l.held, l.nextLapse = 0, math.MaxInt64
 }
 
 // takeLocked removes n permits from the pool if they are all usable by
@@ -546,10 +585,11 @@ func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Durati
 		return 0, tranche{}, false, false
 	}
 	// The pool is sorted by usable time; the first n permits are usable
-	// at the usable time of the tranche holding the n-th.
+	// at the usable time of the tranche holding the n-th (nearly always
+	// the first).
 	left := n
 	for _, t := range l.pool {
-		at = max(at, t.usable)
+		at = t.usable
 		left -= t.n
 		if left <= 0 {
 			break
@@ -578,6 +618,9 @@ func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Durati
 			l.pool = l.pool[1:]
 		}
 	}
+	// nextLapse may now be earlier than any tranche left: that only
+	// makes the next heldLocked prune once.
+	l.held -= n
 	return at, taken, true, true
 }
 
@@ -594,6 +637,8 @@ func (l *Limiter) insertLocked(t tranche) {
 	l.pool = append(l.pool, tranche{})
 	copy(l.pool[i+1:], l.pool[i:])
 	l.pool[i] = t
+	l.held += t.n
+	l.nextLapse = min(l.nextLapse, t.expires)
 }
 
 // maintainLocked runs after a local decision: it prefetches before the
@@ -605,29 +650,40 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 	}
 	held := l.heldLocked(now)
 	// Give back what the current demand cannot spend before the leases
-	// end (they would lapse unused, lost to the whole fleet).
-	slow := l.sizingDemand()
-	var spendable float64
-	if n := len(l.pool); n > 0 {
-		spendable = slow * (l.pool[n-1].expires - now).Seconds()
-	}
-	slowWant := int64(math.Ceil(slow * l.cfg.leaseDuration.Seconds()))
-	keep := max(int64(math.Ceil(spendable)), 2*slowWant)
-	if excess := held - keep; excess > max(slowWant, 2) {
-		l.startRefundLocked(now, excess)
-		return
+	// end (they would lapse unused, lost to the whole fleet). Keeping
+	// 2 × slowWant, a refund needs more than refundFloor permits held: on
+	// the hot path this one comparison settles it.
+	if held > l.refundFloor {
+		var spendable float64
+		if n := len(l.pool); n > 0 {
+			spendable = l.sizingDemand() * (l.pool[n-1].expires - now).Seconds()
+		}
+		keep := max(int64(math.Ceil(spendable)), 2*l.slowWant)
+		if excess := held - keep; excess > max(l.slowWant, 2) {
+			l.startRefundLocked(now, excess)
+			return
+		}
 	}
 	if now < l.aheadAt-l.horizon() {
 		return // Redis said no lease can be had yet
 	}
+	if float64(held) < l.lowMark {
+		l.startLeaseLocked(now, 0, l.horizon())
+	}
+}
+
+// resizeLocked recomputes what maintainLocked compares the pool with. It
+// runs when the demand estimate, the round trip or the booked wait
+// changes: at most once per demand sample or Redis reply.
+func (l *Limiter) resizeLocked() {
+	slow := l.sizingDemand()
+	l.slowWant = int64(math.Ceil(slow * l.cfg.leaseDuration.Seconds()))
+	l.refundFloor = 2*l.slowWant + max(l.slowWant, 2)
 	// Ask again when what is left would last less than two round trips
 	// plus the time a new lease takes to become usable (the last lease's
 	// booked wait) plus half a lease of margin: the next permits are then
 	// usable before these run out.
-	low := slow * (2*l.rtt + l.leaseWait + l.cfg.leaseDuration/2).Seconds()
-	if float64(held) < max(low, 1) {
-		l.startLeaseLocked(now, 0, l.horizon())
-	}
+	l.lowMark = max(slow*(2*l.rtt+l.leaseWait+l.cfg.leaseDuration/2).Seconds(), 1)
 }
 
 // horizon is how far ahead a prefetch may book: two lease durations. The
@@ -677,6 +733,7 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 		switch {
 		case r.granted > 0:
 			l.leaseWait = r.wait
+			l.resizeLocked()
 			l.st.Leases++
 			l.st.PermitsLeased += r.granted
 			l.st.LargestLease = max(l.st.LargestLease, r.granted)
@@ -712,14 +769,8 @@ func (l *Limiter) startRefundLocked(now time.Duration, excess int64) {
 		t.n -= k
 		n += k
 	}
-	kept := l.pool[:0]
-	for _, t := range l.pool {
-		if t.n > 0 {
-			kept = append(kept, t)
-		}
-	}
-	clear(l.pool[len(kept):])
-	l.pool = kept
+	l.held -= n
+	l.pruneLocked(now) // drops the emptied tranches
 	if n == 0 {
 		return
 	}
@@ -779,6 +830,7 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	}
 	l.failures = 0
 	l.rtt = max(recv-sent, l.rtt*15/16)
+	l.resizeLocked()
 	if r.ver >= l.ver {
 		l.ver, l.rate, l.maxPermits = r.ver, r.rate, r.maxPermits
 	}
@@ -897,7 +949,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 			n += t.n
 		}
 	}
-	l.pool = nil
+	l.emptyPoolLocked()
 	healthy := l.healthy
 	args := l.refundArgsLocked(n, l.ver, true)
 	l.mu.Unlock()
