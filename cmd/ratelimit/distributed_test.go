@@ -11,8 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
@@ -395,6 +398,128 @@ func TestRunRedisDiesFailClosed(t *testing.T) {
 	for _, want := range []string{"stopped: ", "redis unavailable and the limiter fails closed", "not started"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr %q does not say %q", stderr.String(), want)
+		}
+	}
+}
+
+// A pipe leaves the fleet when it ends, normally or on SIGINT: Close
+// removes it from the fair-share registry at once, so the others' shares
+// grow back now rather than when its entry expires (3 s). A long pipe keeps
+// the registry alive meanwhile; right after the short one ends the registry
+// must list only the long one.
+func TestPipeLeavesRegistryOnExit(t *testing.T) {
+	srv := redistest.Start(t)
+	bin := buildBinary(t)
+	const name = "leaving"
+	registry := "ratelimit:{" + name + "}:procs"
+	args := []string{"pipe", "--redis", redisURL(srv), "--name", name, "1MB/s"}
+
+	long := exec.Command(bin, args...)
+	long.Stdin = bytes.NewReader(randomInput(t, 20_000_000))
+	long.Stderr = io.Discard
+	longOut, err := long.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = long.Process.Kill()
+		_ = long.Wait()
+	})
+	// Its first bytes mean it has registered.
+	if _, err := io.ReadFull(longOut, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, longOut) }()
+
+	hlen := func() string { return srv.CLI("HLEN", registry) }
+
+	// Normal end.
+	out, stderr, code, _ := execStatus(t, bin, randomInput(t, 100_000), "", args...)
+	if code != exitOK || len(out) != 100_000 {
+		t.Fatalf("short pipe: exit %d, %d bytes, stderr %q", code, len(out), stderr)
+	}
+	if got := hlen(); got != "1" {
+		t.Errorf("after a pipe ended, the registry lists %s processes, want 1 (the long one)", got)
+	}
+
+	// SIGINT.
+	short := exec.Command(bin, args...)
+	short.Stdin = bytes.NewReader(randomInput(t, 5_000_000))
+	var shortErr bytes.Buffer
+	short.Stderr = &shortErr
+	shortOut, err := short.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := short.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(shortOut, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := hlen(); got != "2" {
+		t.Fatalf("with two pipes running the registry lists %s processes", got)
+	}
+	if err := short.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, shortOut)
+	err = short.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGINT) {
+		t.Fatalf("interrupted pipe: %v, want exit status 130 (stderr %q)", err, shortErr.String())
+	}
+	if got := hlen(); got != "1" {
+		t.Errorf("after a pipe was interrupted, the registry lists %s processes, want 1", got)
+	}
+}
+
+// The URL forms reach go-redis as the right client with the right nodes.
+func TestParseRedisURL(t *testing.T) {
+	for _, c := range []struct {
+		url, where string
+		cluster    bool
+		addrs      []string
+		user, pass string
+		db         int
+		tls        bool
+	}{
+		{url: "redis://127.0.0.1:6380/2", where: "127.0.0.1:6380", addrs: []string{"127.0.0.1:6380"}, db: 2},
+		{url: "rediss://u:p@example.com:6390", where: "example.com:6390", addrs: []string{"example.com:6390"}, user: "u", pass: "p", tls: true},
+		{url: "redis+cluster://a:1,b:2,c:3", where: "a:1,b:2,c:3", cluster: true, addrs: []string{"a:1", "b:2", "c:3"}},
+		{url: "rediss+cluster://u:p@a:1,b:2/?dial_timeout=2s", where: "a:1,b:2", cluster: true, addrs: []string{"a:1", "b:2"}, user: "u", pass: "p", tls: true},
+		// go-redis's own cluster form.
+		{url: "redis+cluster://a:1?addr=b:2", where: "a:1,b:2", cluster: true, addrs: []string{"a:1", "b:2"}},
+	} {
+		newClient, where, err := parseRedisURL(c.url)
+		if err != nil {
+			t.Errorf("%s: %v", c.url, err)
+			continue
+		}
+		if where != c.where {
+			t.Errorf("%s: where %q, want %q", c.url, where, c.where)
+		}
+		client := newClient()
+		var addrs []string
+		var user, pass string
+		var db int
+		var tls, ctxTimeout bool
+		switch cl := client.(type) {
+		case *redis.Client:
+			o := cl.Options()
+			addrs, user, pass, db, tls, ctxTimeout = []string{o.Addr}, o.Username, o.Password, o.DB, o.TLSConfig != nil, o.ContextTimeoutEnabled
+		case *redis.ClusterClient:
+			o := cl.Options()
+			addrs, user, pass, tls, ctxTimeout = o.Addrs, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled
+		}
+		_ = client.Close()
+		_, isCluster := client.(*redis.ClusterClient)
+		if isCluster != c.cluster || !slices.Equal(addrs, c.addrs) || user != c.user || pass != c.pass || db != c.db || tls != c.tls || !ctxTimeout {
+			t.Errorf("%s: cluster %v, addrs %q, user %q, password %q, db %d, TLS %v, context timeouts %v; want %v %q %q %q %d %v true",
+				c.url, isCluster, addrs, user, pass, db, tls, ctxTimeout, c.cluster, c.addrs, c.user, c.pass, c.db, c.tls)
 		}
 	}
 }

@@ -121,6 +121,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		defer sl.watch(stderr, prefix, shape.FormatRate)()
+		defer sl.closeOnSignal(stderr, prefix)()
 		lim = sl
 	}
 	if cfg.size < 0 {
