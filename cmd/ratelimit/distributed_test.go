@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os/exec"
 	"slices"
@@ -520,6 +521,59 @@ func TestParseRedisURL(t *testing.T) {
 		if isCluster != c.cluster || !slices.Equal(addrs, c.addrs) || user != c.user || pass != c.pass || db != c.db || tls != c.tls || !ctxTimeout {
 			t.Errorf("%s: cluster %v, addrs %q, user %q, password %q, db %d, TLS %v, context timeouts %v; want %v %q %q %q %d %v true",
 				c.url, isCluster, addrs, user, pass, db, tls, ctxTimeout, c.cluster, c.addrs, c.user, c.pass, c.db, c.tls)
+		}
+	}
+}
+
+// --burst and --warmup reach the shared state in Redis: its kind, burst
+// (seconds; a warming-up limiter has none, NaN: not checked) and warm-up
+// (µs) fields, read while the process runs.
+func TestSharedStateKind(t *testing.T) {
+	srv := redistest.Start(t)
+	bin := buildBinary(t)
+	jobList := []string{"--", "echo", ":::"}
+	for i := range 50 {
+		jobList = append(jobList, strconv.Itoa(i))
+	}
+	for i, c := range []struct {
+		args          []string
+		kind          string
+		burst, warmup float64
+	}{
+		{[]string{"pipe", "1MB/s"}, "b", defaultPipeBurst.Seconds(), 0},
+		{[]string{"pipe", "--burst", "250ms", "1MB/s"}, "b", 0.25, 0},
+		{[]string{"pipe", "--burst", "500kB", "1MB/s"}, "b", 0.5, 0},
+		{[]string{"pipe", "--warmup", "2s", "1MB/s"}, "w", math.NaN(), 2e6},
+		{append([]string{"run", "--rate", "10/s", "--burst", "3"}, jobList...), "b", 0.3, 0},
+		{append([]string{"run", "--rate", "10/s", "--warmup", "1s"}, jobList...), "w", math.NaN(), 1e6},
+	} {
+		name := "kind" + strconv.Itoa(i)
+		args := append([]string{c.args[0], "--redis", redisURL(srv), "--name", name}, c.args[1:]...)
+		cmd := exec.Command(bin, args...)
+		cmd.Stdin = bytes.NewReader(randomInput(t, 5_000_000))
+		cmd.Stderr = io.Discard
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// First output: the state exists.
+		if _, err := io.ReadFull(out, make([]byte, 1)); err != nil {
+			t.Fatalf("%q: no output: %v", args, err)
+		}
+		got := strings.Fields(srv.CLI("HMGET", "ratelimit:{"+name+"}:state", "kind", "burst", "warmup"))
+		_ = cmd.Process.Kill()
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		if len(got) != 3 {
+			t.Fatalf("%q: state fields %q", args, got)
+		}
+		burst, err1 := strconv.ParseFloat(got[1], 64)
+		warmup, err2 := strconv.ParseFloat(got[2], 64)
+		if got[0] != c.kind || err1 != nil || err2 != nil || math.Abs(burst-c.burst) > 1e-9 && !math.IsNaN(c.burst) || warmup != c.warmup {
+			t.Errorf("%q: state kind %s, burst %s s, warm-up %s µs; want %s, %v, %v", args, got[0], got[1], got[2], c.kind, c.burst, c.warmup)
 		}
 	}
 }
