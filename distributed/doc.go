@@ -68,6 +68,9 @@
 // default) spends the permits it already holds, then runs a local smooth
 // limiter at the safe rate or R divided by the last reported process count;
 // FailClosed refuses (Acquire returns an error wrapping ErrUnavailable).
+// Never the full R per process: a FailOpen limiter that has not had a
+// lease reply yet (no process count) and has no safe rate refuses like
+// FailClosed until Redis answers.
 // Meanwhile it probes Redis with jittered, growing pauses and resumes
 // leasing on the first success. A key of the wrong type is reported as a
 // script error, never silently reset; SCRIPT FLUSH and FLUSHALL are

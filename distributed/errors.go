@@ -19,7 +19,9 @@ var (
 	// or contains a space.
 	ErrInvalidProcessID = errors.New("distributed: process id must be 1-200 bytes without spaces")
 	// ErrUnavailable: Redis could not be reached (or answered an error)
-	// and the limiter fails closed. It wraps the underlying error.
+	// and the limiter fails closed, or fails open but has no fallback
+	// rate yet (no lease reply, so no process count, and no safe rate).
+	// It wraps the underlying error.
 	ErrUnavailable = errors.New("distributed: redis unavailable and the limiter fails closed")
 	// ErrClosed: the limiter has been closed.
 	ErrClosed = errors.New("distributed: limiter closed")

@@ -318,3 +318,41 @@ func TestNoRefundToARecreatedState(t *testing.T) {
 	}
 	_ = b.Close(context.Background())
 }
+
+// TestFailOpenBeforeFirstLease: a process that has never had a lease reply
+// knows no process count, so failing open without a safe rate it refuses
+// (never the full R per process); with a safe rate it runs at that rate.
+// Both lease as soon as Redis answers.
+func TestFailOpenBeforeFirstLease(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	base := clocktest.NewFake()
+	const rate = 1000.0
+	bare := newSim(t, newClient(t, srv), "early", "bare", rate, base, WithCallTimeout(time.Second))
+	safe := newSim(t, newClient(t, srv), "early", "safe", rate, base, WithFailOpen(20), WithCallTimeout(time.Second))
+	_, err := bare.Acquire(context.Background(), 1)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no fallback rate") {
+		t.Fatalf("Acquire before any lease reply, Redis down, no safe rate: %v; want an error wrapping ErrUnavailable", err)
+	}
+	got := drive(base, 2*time.Second, 500, bare, safe)
+	sb, ss := bare.Stats(), safe.Stats()
+	if got[0] != 0 || sb.FallbackAdmitted != 0 || !sb.InFallback || sb.RedisErrors == 0 {
+		t.Fatalf("without a safe rate, admitted %d in 2 s with Redis never reached: %+v", got[0], sb)
+	}
+	// 20/s for 2 s, plus the fallback's free first permit.
+	if got[1] < 39 || got[1] > 41 || ss.FallbackAdmitted != got[1] {
+		t.Fatalf("with a safe rate of 20/s, admitted %d in 2 s: %+v", got[1], ss)
+	}
+	srv.Restart()
+	drive(base, 2*time.Second, 200, bare, safe) // probes find Redis again
+	got = drive(base, time.Second, 200, bare, safe)
+	sb, ss = bare.Stats(), safe.Stats()
+	if sb.InFallback || ss.InFallback || sb.Processes != 2 || got[0] < 150 || got[1] < 150 {
+		t.Fatalf("after Redis came back: admitted %v; bare %+v, safe %+v", got, sb, ss)
+	}
+	if _, err := bare.Acquire(context.Background(), 1); err != nil {
+		t.Fatalf("Acquire once Redis answers: %v", err)
+	}
+	_ = bare.Close(context.Background())
+	_ = safe.Close(context.Background())
+}

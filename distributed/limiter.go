@@ -351,6 +351,11 @@ func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Durati
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	fb := l.fallback
+	if fb == nil {
+		err := l.lastErr
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: no fallback rate (Redis has not answered yet, so the fleet's size is unknown, and no safe rate is set): %w", ErrUnavailable, err)
+	}
 	l.mu.Unlock()
 	w, err := fb.Acquire(ctx, permits)
 	if err == nil {
@@ -461,11 +466,11 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 // fallbackTry serves TryAcquire while Redis is away. Called with l.mu held;
 // returns with it released.
 func (l *Limiter) fallbackTry(permits int, timeout time.Duration) bool {
-	if l.cfg.policy == FailClosed {
+	fb := l.fallback
+	if l.cfg.policy == FailClosed || fb == nil {
 		l.mu.Unlock()
 		return false
 	}
-	fb := l.fallback
 	l.mu.Unlock()
 	ok := fb.TryAcquire(permits, timeout)
 	if ok {
@@ -844,10 +849,21 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 
 // newFallbackLocked builds the local limiter used while Redis is away:
 // the safe rate, or this process's last known share of the fleet's rate.
+//
+// A process that has never had a lease reply knows no process count, and
+// then, without a safe rate, there is no fallback (nil): it refuses, as
+// failing closed does, until Redis answers. Any rate it picked would be a
+// guess, and the only guess available, the full rate, is what lets a
+// fleet that starts during an outage admit N times the limit (Sentinel's
+// cluster mode, issue #2660); Doorman's client likewise drops to zero
+// capacity without a server grant.
 func (l *Limiter) newFallbackLocked() *ratelimit.Limiter {
 	rate := l.cfg.safeRate
 	if rate == 0 {
-		rate = l.rate / float64(max(l.processes, 1))
+		if l.processes == 0 {
+			return nil
+		}
+		rate = l.rate / float64(l.processes)
 	}
 	opts := []ratelimit.Option{ratelimit.WithMaxBurstSeconds(0)}
 	if l.clock != nil {

@@ -27,7 +27,9 @@ const (
 	// FailOpen keeps serving: first the permits already leased, until
 	// their leases end, then a local smooth limiter at a fallback rate
 	// (the configured safe rate, or R divided by the number of processes
-	// Redis last reported). Never the full rate per process.
+	// Redis last reported). Never the full rate per process: a process
+	// that has had no lease reply yet, and so knows no process count,
+	// refuses like FailClosed unless a safe rate is set.
 	FailOpen FailurePolicy = iota
 	// FailClosed refuses: Acquire returns an error wrapping
 	// ErrUnavailable and TryAcquire returns false once the leased permits
@@ -206,7 +208,11 @@ func WithCallTimeout(d time.Duration) Option {
 
 // WithFailOpen selects the FailOpen policy (the default). safeRate is the
 // per-process rate while Redis is away; 0 means the fleet rate divided by
-// the number of processes Redis last reported (1 if it never answered).
+// the number of processes Redis last reported. A process that Redis has
+// never answered a lease for knows no process count: with safeRate 0 it
+// then refuses (Acquire returns an error wrapping ErrUnavailable,
+// TryAcquire false) until Redis answers; give a safe rate to keep serving
+// through an outage that starts before the first lease.
 func WithFailOpen(safeRate float64) Option {
 	return optionFunc(func(cfg *config) error {
 		if math.IsNaN(safeRate) || safeRate < 0 {
