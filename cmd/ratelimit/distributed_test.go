@@ -244,10 +244,13 @@ func unusedAddr(t *testing.T) string {
 }
 
 // Redis down at start: failing closed, nothing is copied and the exit
-// status is 1; failing open, the copy is made, alone, after a warning, at
-// --safe-rate when given: 400 kB at 400 kB/s from an empty bucket take at
-// least (400 kB − one 64 KiB chunk)/400 kB/s = 0.84 s, where the 100 MB/s of
-// RATE would take 4 ms.
+// status is 1. Failing open without --safe-rate, the same: a process that
+// has never reached Redis cannot know its share (package distributed
+// refuses rather than let it run at the full rate). Failing open with
+// --safe-rate, the copy is made, alone, after a warning, at that rate:
+// 400 kB at 400 kB/s from an empty bucket take at least
+// (400 kB − one 64 KiB chunk)/400 kB/s = 0.84 s, where the 100 MB/s of RATE
+// would take 4 ms.
 func TestRedisUnreachableAtStart(t *testing.T) {
 	bin := buildBinary(t)
 	url := "redis://" + unusedAddr(t) + "/0"
@@ -260,6 +263,16 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 	out, stderr, code, _ = execStatus(t, bin, nil, "", "run", "--redis", url, "--name", "x", "--fail-closed", "--rate", "1/s", "--", "echo", ":::", "a")
 	if code != exitFail || len(out) != 0 || !strings.Contains(stderr, "--fail-closed: not starting") {
 		t.Errorf("run fail-closed: exit %d, stdout %q, stderr %q; want exit 1, no job run", code, out, stderr)
+	}
+
+	for _, cmd := range [][]string{
+		{"pipe", "--redis", url, "--name", "x", "100MB/s"},
+		{"run", "--redis", url, "--name", "x", "--rate", "1/s", "--", "echo", ":::", "a"},
+	} {
+		out, stderr, code, _ = execStatus(t, bin, in, "", cmd...)
+		if code != exitFail || len(out) != 0 || !strings.Contains(stderr, "failing open needs --safe-rate until Redis has answered once") {
+			t.Errorf("%s fail-open without --safe-rate: exit %d, %d bytes out, stderr %q; want exit 1, nothing out, and why", cmd[0], code, len(out), stderr)
+		}
 	}
 
 	out, stderr, code, took := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", "x", "--safe-rate", "400kB/s", "100MB/s")

@@ -151,8 +151,8 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		// shape reports a limiter error that wraps
 		// context.DeadlineExceeded as a missed deadline; a shared limit
-		// failing closed can wrap its Redis call's timeout, which is
-		// not that: show the limiter's own error.
+		// that refuses (ErrUnavailable) can wrap its Redis call's
+		// timeout, which is not that: show the limiter's own error.
 		var de *shape.DeadlineError
 		if errors.As(err, &de) && errors.Is(de.Cause, distributed.ErrUnavailable) {
 			err = de.Cause

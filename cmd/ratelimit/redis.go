@@ -34,11 +34,12 @@ each. While a name is in use, its rate and kind (--warmup or --burst) are
 those of the process that created it; later ones join it. Redis URLs:
   redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
   redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
-When Redis cannot be reached, at start or later, a process fails open by
-default: it spends the permits it already holds, then runs alone at
---safe-rate, or at RATE divided by the number of processes Redis last
-reported (the full RATE if it never answered), and shares again as soon as
-Redis answers. With --fail-closed it stops instead, with exit status 1.
+When Redis cannot be reached, a process fails open by default: it spends
+the permits it already holds, then runs alone at --safe-rate, or at RATE
+divided by the number of processes Redis last reported, and shares again as
+soon as Redis answers. A process that has never reached Redis knows no
+process count: it starts only with --safe-rate, else it exits with status
+1. With --fail-closed a process stops instead, with exit status 1.
 `
 }
 
@@ -54,7 +55,7 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "redis", "", "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
 	fs.StringVar(&f.name, "name", "", "with --redis: the shared limit's `name`; processes with the same name share one rate")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "with --redis: stop (exit status 1) when Redis cannot be reached, instead of carrying on at a fallback rate")
-	fs.StringVar(&f.safeRate, "safe-rate", "", "with --redis: this process's `rate` while Redis cannot be reached (default: RATE divided by the processes Redis last reported)")
+	fs.StringVar(&f.safeRate, "safe-rate", "", "with --redis: this process's `rate` while Redis cannot be reached (default: RATE divided by the processes Redis last reported; needed to start while Redis is down)")
 }
 
 // sharedConfig is the checked form of redisFlags.
@@ -214,15 +215,18 @@ func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLi
 	return &sharedLimit{Limiter: lim, client: client, cfg: c}, nil
 }
 
-// startTimeout bounds the start-up check.
+// redisStartTimeout bounds the start-up check.
 const redisStartTimeout = time.Second
 
 // start checks that Redis answers, so that a wrong address or a server
 // that is down is reported before any work, not as a failed write later.
 // Failing closed, an unreachable Redis is an error (the command exits with
-// status 1). Failing open, it is a warning on w and the command goes on:
-// the limiter runs alone at its fallback rate and joins the fleet as soon
-// as Redis answers.
+// status 1). Failing open with a safe rate, it is a warning on w and the
+// command goes on: the limiter runs alone at the safe rate and joins the
+// fleet as soon as Redis answers. Failing open without one, it is an error
+// too: a limiter that Redis has never answered knows no process count to
+// divide the rate by, and package distributed refuses rather than let every
+// process run at the full rate.
 func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
 	defer cancel()
@@ -233,20 +237,27 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 	if s.cfg.failClose {
 		return fmt.Errorf("redis at %s cannot be reached: %w (--fail-closed: not starting)", s.cfg.where, err)
 	}
+	if s.cfg.safeRate == 0 {
+		return fmt.Errorf("redis at %s cannot be reached: %w (failing open needs --safe-rate until Redis has answered once, to know this process's share: not starting)", s.cfg.where, err)
+	}
 	fmt.Fprintf(w, "%s: warning: redis at %s cannot be reached: %v; running alone at %s until it answers (fail-open)\n",
-		prefix, s.cfg.where, err, format(s.fallbackRate(distributed.Stats{})))
+		prefix, s.cfg.where, err, format(s.cfg.safeRate))
 	s.down = true
 	return nil
 }
 
 // fallbackRate is the rate the limiter runs at while Redis is away, as
 // package distributed computes it: the safe rate, or the fleet's rate
-// divided by the processes Redis last reported (1 if it never answered).
+// divided by the processes Redis last reported; 0 when it refuses (no safe
+// rate, and Redis has never reported a count).
 func (s *sharedLimit) fallbackRate(st distributed.Stats) float64 {
 	if s.cfg.safeRate > 0 {
 		return s.cfg.safeRate
 	}
-	return s.Rate() / float64(max(st.Processes, 1))
+	if st.Processes == 0 {
+		return 0
+	}
+	return s.Rate() / float64(st.Processes)
 }
 
 // watchInterval is how often watch looks at the limiter's state.
@@ -274,6 +285,9 @@ func (s *sharedLimit) watch(w io.Writer, prefix string, format func(float64) str
 			}
 			st := s.Stats()
 			switch {
+			case st.InFallback && !down && s.fallbackRate(st) == 0:
+				fmt.Fprintf(w, "%s: redis at %s cannot be reached: %v; no --safe-rate, and no share known yet: refusing until it answers\n",
+					prefix, s.cfg.where, st.LastError)
 			case st.InFallback && !down:
 				fmt.Fprintf(w, "%s: redis at %s cannot be reached: %v; going on alone at %s (fail-open)\n",
 					prefix, s.cfg.where, st.LastError, format(s.fallbackRate(st)))

@@ -183,8 +183,9 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case !r.Started:
 			notStarted++
 			if errors.Is(r.Err, distributed.ErrUnavailable) {
-				// Failing closed: the shared limit cannot be
-				// checked, so start nothing more.
+				// The shared limit refuses (failing closed, or
+				// failing open before Redis ever answered, without
+				// --safe-rate): start nothing more.
 				cancel(r.Err)
 			}
 		case r.Err != nil:
