@@ -17,6 +17,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -98,4 +99,25 @@ func usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'ratelimit help <command>' for a command's flags and arguments.\n")
 	io.WriteString(w, b.String())
+}
+
+// parseInterspersed parses flags that may appear anywhere among the
+// positional words (the flag package stops at the first word). A "--" ends
+// the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return words, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(words, rest...), nil
+		}
+		words = append(words, rest[0])
+		args = rest[1:]
+	}
 }

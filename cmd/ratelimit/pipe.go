@@ -83,7 +83,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), pipeUsage+redisHelp("bytes")+pipeUsageEnd)
 		fs.PrintDefaults()
 	}
-	words, err := parseFlagsAnywhere(fs, args)
+	words, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -161,26 +161,6 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
-}
-
-// parseFlagsAnywhere parses flags that may come before or after the
-// positional words; "--" ends the flags.
-func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
-	var words []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return words, nil
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(words, rest...), nil
-		}
-		words = append(words, rest[0])
-		args = rest[1:]
-	}
 }
 
 func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, quiet bool, words []string) (pipeConfig, error) {

@@ -127,27 +127,6 @@ func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// parseInterspersed parses flags that may appear anywhere among the
-// positional words (the flag package stops at the first word). A "--" ends
-// the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var words []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return words, nil
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(words, rest...), nil
-		}
-		words = append(words, rest[0])
-		args = rest[1:]
-	}
-}
-
 func (c traceConfig) newLimiter(clk ratelimit.Clock) (*ratelimit.Limiter, error) {
 	opts := []ratelimit.Option{ratelimit.WithClock(clk)}
 	if c.guava {
