@@ -76,7 +76,8 @@ var fleetProcs = []fleetProc{
 // fleetRun is what the scenario produced.
 type fleetRun struct {
 	// counts[i][b] is what process i admitted in bucket b (fleetBucket
-	// wide); cum[k] is the fleet's admitted(0, k·fleetStep].
+	// wide); cum[k] is what the fleet admitted up to and including the
+	// calls of step k, made at k·fleetStep.
 	counts [][]int64
 	cum    []int64
 	// fellBack[i] is when process i went into fallback (its first failed
@@ -109,6 +110,9 @@ func runFleet(t *testing.T) fleetRun {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// New seeds the probe jitter from the wall clock; a fixed seed
+		// makes the moments the processes find Redis again, and so the
+		// picture, the same on every run.
 		l.rng = rand.New(rand.NewPCG(uint64(i)+1, 0x5eed))
 		lims[i] = l
 	}
@@ -178,8 +182,8 @@ func (r fleetRun) rate(i int, from, to time.Duration) float64 {
 	return float64(s) / (to - from).Seconds()
 }
 
-// admitted returns the fleet's admissions in (from, to], multiples of
-// fleetStep.
+// admitted returns the fleet's admissions at times in [from, to),
+// multiples of fleetStep.
 func (r fleetRun) admitted(from, to time.Duration) int64 {
 	at := func(d time.Duration) int64 {
 		k := int(d/fleetStep) - 1
@@ -230,7 +234,8 @@ func TestFleetPlot(t *testing.T) {
 	bound := fleetRate + float64(r.largestLease)
 	worst := math.Inf(-1)
 	for k := 0; k < int(fleetKill/fleetStep); k++ {
-		T := time.Duration(k+1) * fleetStep
+		// Step k's calls run at k·fleetStep.
+		T := time.Duration(k) * fleetStep
 		worst = max(worst, float64(r.cum[k])-fleetRate*T.Seconds())
 	}
 	t.Logf("before the kill: worst admitted(0,T] − R·T = %.1f (bound B + largest lease = %.0f)", worst, bound)
