@@ -186,22 +186,40 @@ local function loadState(key)
   local v = redis.call('HMGET', key, unpack(STATE_FIELDS))
   if not v[1] then return nil end
   local s = {kind = v[1]}
+  local orig = {kind = v[1]}
   for i = 2, #STATE_FIELDS do
     local x = v[i] and dec(v[i])
     if x == nil then
       return error({err = 'ERR ratelimit: key ' .. key .. ' has a corrupt field ' .. STATE_FIELDS[i]})
     end
     s[STATE_FIELDS[i]] = x
+    orig[STATE_FIELDS[i]] = x
   end
+  s.orig = orig
   return s
 end
 
+-- unchanged reports whether x reads back as the stored y: equal, and of
+-- the same sign when zero (0 == -0 in Lua, but enc writes them apart).
+-- NaN never equals itself, so it is always written.
+local function unchanged(x, y)
+  if x ~= y then return false end
+  if x == 0 then return 1 / x == 1 / y end
+  return true
+end
+
+-- saveState writes the fields that changed since loadState (all of them
+-- for a new state). Formatting a double with %.17g costs about a
+-- microsecond in Redis's Lua, and a lease changes only a few fields.
 local function saveState(key, s)
   local args = {}
+  local o = s.orig
   for i = 1, #STATE_FIELDS do
     local f = STATE_FIELDS[i]
-    args[#args + 1] = f
-    if f == 'kind' then args[#args + 1] = s.kind else args[#args + 1] = enc(s[f]) end
+    if o == nil or not unchanged(s[f], o[f]) then
+      args[#args + 1] = f
+      if f == 'kind' then args[#args + 1] = s.kind else args[#args + 1] = enc(s[f]) end
+    end
   end
-  redis.call('HSET', key, unpack(args))
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
 end
