@@ -356,3 +356,56 @@ func TestFailOpenBeforeFirstLease(t *testing.T) {
 	_ = bare.Close(context.Background())
 	_ = safe.Close(context.Background())
 }
+
+// TestFallbackAdmitsItsShare: a fail-open process whose callers poll with
+// TryAcquire(1, 0) faster than its fallback rate admits the whole fallback
+// rate, whatever the polling period. With no burst in the fallback limiter
+// a caller polling every 8.3 ms at a share of 50/s got one permit per
+// 25 ms (40/s), and one polling every 16.7 ms one per 33 ms (30/s).
+func TestFallbackAdmitsItsShare(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	const share = 50.0
+	fast := newSim(t, newClient(t, srv), "fbshare", "fast", 1000, base, WithFailOpen(share), WithCallTimeout(time.Second))
+	slow := newSim(t, newClient(t, srv), "fbshare", "slow", 1000, base, WithFailOpen(share), WithCallTimeout(time.Second))
+	drive(base, time.Second, 100, fast, slow)
+	srv.Kill()
+	base.Jump(5 * time.Second) // what was held has lapsed
+	// Both callers poll at once, each at its own rate, in 1 ms steps.
+	poll := func(d time.Duration) []int64 {
+		got := make([]int64, 2)
+		for k := 1; k <= int(d/time.Millisecond); k++ {
+			for i, l := range []*Limiter{fast, slow} {
+				perSecond := []float64{120, 60}[i]
+				for j := int(float64(k)*perSecond/1000) - int(float64(k-1)*perSecond/1000); j > 0; j-- {
+					if l.TryAcquire(1, 0) {
+						got[i]++
+					}
+				}
+			}
+			base.Jump(time.Millisecond)
+		}
+		return got
+	}
+	// Into fallback (one refused call each), then measure whole seconds.
+	poll(time.Second)
+	fa, sa := fast.Stats().FallbackAdmitted, slow.Stats().FallbackAdmitted
+	got := poll(2 * time.Second)
+	if !fast.Stats().InFallback || !slow.Stats().InFallback {
+		t.Fatal("not in fallback with Redis killed")
+	}
+	if d := fast.Stats().FallbackAdmitted - fa; d != got[0] {
+		t.Fatalf("fast: admitted %d, of which %d by the fallback", got[0], d)
+	}
+	if d := slow.Stats().FallbackAdmitted - sa; d != got[1] {
+		t.Fatalf("slow: admitted %d, of which %d by the fallback", got[1], d)
+	}
+	// 2 s at 50/s, ± one permit for where the seconds fall.
+	for i, name := range []string{"polling at 120/s", "polling at 60/s"} {
+		if got[i] < 99 || got[i] > 101 {
+			t.Errorf("%s: admitted %d in 2 s at a fallback rate of 50/s, want 100", name, got[i])
+		}
+	}
+	_ = fast.Close(context.Background())
+	_ = slow.Close(context.Background())
+}

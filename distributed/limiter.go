@@ -75,8 +75,11 @@ type Limiter struct {
 	failures   int
 	probeAt    time.Duration
 	lastErr    error
-	fallback   *ratelimit.Limiter
-	fallbackAt time.Duration
+	// While Redis is away: the fallback's rate (0: none, refuse) and the
+	// local limiter itself, made at its first use (see fallbackLocked).
+	fallbackRate float64
+	fallback     *ratelimit.Limiter
+	fallbackAt   time.Duration
 	rtt        time.Duration // decaying maximum of the round trip
 	leaseWait  time.Duration // how far ahead the last lease was booked
 	// Derived from demand, lastSample, rtt and leaseWait by resizeLocked
@@ -350,7 +353,7 @@ func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Durati
 		l.mu.Unlock()
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	fb := l.fallback
+	fb := l.fallbackLocked()
 	if fb == nil {
 		err := l.lastErr
 		l.mu.Unlock()
@@ -466,8 +469,12 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 // fallbackTry serves TryAcquire while Redis is away. Called with l.mu held;
 // returns with it released.
 func (l *Limiter) fallbackTry(permits int, timeout time.Duration) bool {
-	fb := l.fallback
-	if l.cfg.policy == FailClosed || fb == nil {
+	if l.cfg.policy == FailClosed {
+		l.mu.Unlock()
+		return false
+	}
+	fb := l.fallbackLocked()
+	if fb == nil {
 		l.mu.Unlock()
 		return false
 	}
@@ -820,7 +827,7 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 		if l.healthy {
 			l.healthy = false
 			l.fallbackAt = recv
-			l.fallback = l.newFallbackLocked()
+			l.fallbackRate, l.fallback = l.fallbackRateLocked(), nil
 		}
 		// Probe again after a jittered, growing pause, so that a fleet
 		// does not stampede a recovering server.
@@ -831,7 +838,7 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	if !l.healthy {
 		l.healthy = true
 		l.st.FallbackTime += recv - l.fallbackAt
-		l.fallback = nil
+		l.fallbackRate, l.fallback = 0, nil
 	}
 	l.failures = 0
 	l.rtt = max(recv-sent, l.rtt*15/16)
@@ -847,34 +854,58 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	}
 }
 
-// newFallbackLocked builds the local limiter used while Redis is away:
-// the safe rate, or this process's last known share of the fleet's rate.
+// fallbackRateLocked is the rate of the local limiter used while Redis is
+// away: the safe rate, or this process's last known share of the fleet's
+// rate.
 //
 // A process that has never had a lease reply knows no process count, and
-// then, without a safe rate, there is no fallback (nil): it refuses, as
+// then, without a safe rate, there is no fallback (0): it refuses, as
 // failing closed does, until Redis answers. Any rate it picked would be a
 // guess, and the only guess available, the full rate, is what lets a
 // fleet that starts during an outage admit N times the limit (Sentinel's
 // cluster mode, issue #2660); Doorman's client likewise drops to zero
 // capacity without a server grant.
-func (l *Limiter) newFallbackLocked() *ratelimit.Limiter {
-	rate := l.cfg.safeRate
-	if rate == 0 {
-		if l.processes == 0 {
-			return nil
-		}
-		rate = l.rate / float64(l.processes)
+func (l *Limiter) fallbackRateLocked() float64 {
+	if l.cfg.safeRate > 0 {
+		return l.cfg.safeRate
 	}
-	opts := []ratelimit.Option{ratelimit.WithMaxBurstSeconds(0)}
+	if l.processes == 0 {
+		return 0
+	}
+	return l.rate / float64(l.processes)
+}
+
+// fallbackLocked returns the local limiter that serves while Redis is
+// away, or nil if there is no fallback rate. It is made at its first use,
+// once the permits held have run out, not when Redis failed: it stores up
+// to τ of permits while unused, and a limiter made at the failure would
+// fill that store while the process spends its last leases, then admit it
+// on top of them.
+//
+// It is a SmoothBursty with τ of burst, not none. Without stored permits a
+// caller that polls with TryAcquire(1, 0) every s seconds is refused until
+// the first poll after each 1/rate, and the time between that moment and
+// the poll is lost: at 50/s (one permit per 20 ms), a caller polling every
+// 8.3 ms got one permit per 25 ms, 40/s, and one polling every 16.7 ms one
+// per 33 ms, 30/s. A burst of τ keeps those fractions, so that each
+// process admits its whole share; it adds at most τ × its share after an
+// idle spell, about R·τ for the fleet, no more than a round of leases.
+func (l *Limiter) fallbackLocked() *ratelimit.Limiter {
+	if l.fallback != nil || l.fallbackRate == 0 {
+		return l.fallback
+	}
+	opts := []ratelimit.Option{ratelimit.WithMaxBurstSeconds(l.cfg.leaseDuration.Seconds())}
 	if l.clock != nil {
 		opts = append(opts, ratelimit.WithClock(l.clock))
 	}
-	fb, err := ratelimit.NewBursty(rate, opts...)
+	fb, err := ratelimit.NewBursty(l.fallbackRate, opts...)
 	if err != nil {
-		// Only a rate of 0 gets here (a safe rate is validated): admit
-		// nothing rather than everything.
+		// Not reached (the rate is positive; +Inf is unlimited, as the
+		// fleet's rate then is), but never admit everything on an
+		// error: admit nothing.
 		fb, _ = ratelimit.NewBursty(math.SmallestNonzeroFloat64, opts...)
 	}
+	l.fallback = fb
 	return fb
 }
 
