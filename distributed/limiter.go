@@ -80,8 +80,8 @@ type Limiter struct {
 	fallbackRate float64
 	fallback     *ratelimit.Limiter
 	fallbackAt   time.Duration
-	rtt        time.Duration // decaying maximum of the round trip
-	leaseWait  time.Duration // how far ahead the last lease was booked
+	rtt          time.Duration // decaying maximum of the round trip
+	leaseWait    time.Duration // how far ahead the last lease was booked
 	// Derived from demand, lastSample, rtt and leaseWait by resizeLocked
 	// whenever one of them changes, so that maintainLocked, which runs
 	// after every local decision, does no floating-point work.
