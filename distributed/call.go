@@ -54,7 +54,7 @@ func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 		need,
 		l.wantLocked(),
 		micros(wait),
-		f64(l.demand),
+		f64(l.reported),
 		micros(l.cfg.leaseDuration),
 	)
 }

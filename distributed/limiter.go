@@ -27,6 +27,12 @@ const maxWait = time.Second
 // exponentially weighted moving average of requested permits per second).
 const demandWindow = time.Second
 
+// reportWindow is the time constant of the demand a process reports to the
+// fair-share registry: a faster average than demandWindow's, so that a
+// process whose demand falls frees its share for the others within about a
+// second instead of several. See noteDemand for why that is stable.
+const reportWindow = 250 * time.Millisecond
+
 // Limiter is one process's handle on a rate shared by a whole fleet through
 // Redis. See the package documentation for the protocol.
 //
@@ -64,7 +70,8 @@ type Limiter struct {
 	pool       []tranche
 	held       int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
 	nextLapse  time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
-	demand     float64       // requested permits per second (EWMA)
+	demand     float64       // requested permits per second (EWMA over demandWindow)
+	reported   float64       // the same over reportWindow: what the registry is told
 	lastSample float64       // the latest raw demand sample
 	asked      float64       // requested since demandAt
 	demandAt   time.Duration
@@ -496,9 +503,26 @@ func (l *Limiter) countDecision(remote bool) {
 	}
 }
 
-// noteDemand feeds the requested-demand estimate. It counts what callers
+// noteDemand feeds the requested-demand estimates. It counts what callers
 // ask for, granted or not: sizing leases by what was granted would let a
 // starved process never ask for more.
+//
+// Two averages of the same samples: demand (1 s) sizes leases, with
+// sizingDemand's fast rise and halving; reported (250 ms) goes to the
+// registry, whose water filling sets every contended process's share to
+// the fair level. With the 1 s average, a process whose demand fell from
+// 120/s to 20/s kept reporting more than it asked for for seconds, and the
+// others' level stayed low: the fleet ran at 189/s of 200 from 1.5 to 4 s
+// after the drop (TestFleetPlot). sizingDemand is no faster on a fall (at
+// most twice the latest sample, then the 1 s average: 190/s there).
+//
+// Reporting a faster average does not make the shares oscillate: the level
+// is a continuous function of the reported demands, and moves by at most
+// 1/k of a change in one of them (k: processes above the level); a
+// process's own report never lowers its own share (the level is its
+// ceiling, whatever it reports). A process whose callers wait in Acquire
+// asks at the rate it is admitted, so its report follows its share; the
+// loop has a gain below one and settles instead of ringing.
 func (l *Limiter) noteDemand(n int64, now time.Duration) {
 	if !l.haveDemand && l.asked == 0 {
 		// The first request starts the first sample: the time between
@@ -513,10 +537,12 @@ func (l *Limiter) noteDemand(n int64, now time.Duration) {
 	sample := l.asked / dt.Seconds()
 	l.lastSample = sample
 	if !l.haveDemand {
-		l.demand, l.haveDemand = sample, true
+		l.demand, l.reported, l.haveDemand = sample, sample, true
 	} else {
 		alpha := 1 - math.Exp(-dt.Seconds()/demandWindow.Seconds())
 		l.demand += alpha * (sample - l.demand)
+		alpha = 1 - math.Exp(-dt.Seconds()/reportWindow.Seconds())
+		l.reported += alpha * (sample - l.reported)
 	}
 	l.asked, l.demandAt = 0, now
 	l.resizeLocked()
