@@ -92,14 +92,18 @@ func (l *Limiter) call(args []any) (reply, error) {
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
-		return reply{}, fmt.Errorf("distributed: redis call: %w", ctx.Err())
+		return reply{}, fmt.Errorf("distributed: redis call: %w after %v", ErrCallTimeout, l.cfg.callTimeout)
 	}
 	if res.err != nil {
 		var ne net.Error
 		if ctx.Err() != nil || errors.As(res.err, &ne) && ne.Timeout() {
-			// The client turned our deadline into a socket timeout;
-			// report it as the deadline it is.
-			return reply{}, fmt.Errorf("distributed: redis call: %w (%w)", context.DeadlineExceeded, res.err)
+			// The client turned our own bound into a socket timeout
+			// or returned the context's error. Either way it is the
+			// call timeout, not a deadline of the caller's (this
+			// context has nothing to do with the caller's), so the
+			// client's error is kept as text only: wrapped, it would
+			// match context.DeadlineExceeded.
+			return reply{}, fmt.Errorf("distributed: redis call: %w after %v (%v)", ErrCallTimeout, l.cfg.callTimeout, res.err)
 		}
 		return reply{}, fmt.Errorf("distributed: redis call: %w", res.err)
 	}

@@ -67,7 +67,9 @@
 // error or timeout the Limiter follows its FailurePolicy: FailOpen (the
 // default) spends the permits it already holds, then runs a local smooth
 // limiter at the safe rate or R divided by the last reported process count;
-// FailClosed refuses (Acquire returns an error wrapping ErrUnavailable).
+// FailClosed refuses (Acquire returns an error wrapping ErrUnavailable,
+// and ErrCallTimeout if the call timed out: the limiter's own bound on a
+// round trip is not reported as the caller's context.DeadlineExceeded).
 // Never the full R per process: a FailOpen limiter that has not had a
 // lease reply yet (no process count) and has no safe rate refuses like
 // FailClosed until Redis answers.

@@ -23,6 +23,13 @@ var (
 	// rate yet (no lease reply, so no process count, and no safe rate).
 	// It wraps the underlying error.
 	ErrUnavailable = errors.New("distributed: redis unavailable and the limiter fails closed")
+	// ErrCallTimeout: a Redis call took longer than WithCallTimeout. It is
+	// the limiter's own bound on one round trip, not the caller's
+	// deadline, so it does not match context.DeadlineExceeded: code that
+	// treats that as "the caller's time ran out" (package shape reports it
+	// as an i/o timeout) must not see a slow Redis as one. Errors wrapping
+	// ErrUnavailable wrap it when a timeout was the cause.
+	ErrCallTimeout = errors.New("distributed: redis call timed out")
 	// ErrClosed: the limiter has been closed.
 	ErrClosed = errors.New("distributed: limiter closed")
 )

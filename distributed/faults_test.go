@@ -140,8 +140,10 @@ func TestPausedServerFailClosed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := l.Acquire(ctx, 1)
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Acquire with the server paused: %v", err)
+	// The call timeout is the limiter's, not the caller's deadline (2 s,
+	// not reached): it must not look like context.DeadlineExceeded.
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrCallTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with the server paused: %v; want ErrUnavailable and ErrCallTimeout, not context.DeadlineExceeded", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("refusing took %v with a 100 ms call timeout", d)
@@ -408,4 +410,46 @@ func TestFallbackAdmitsItsShare(t *testing.T) {
 	}
 	_ = fast.Close(context.Background())
 	_ = slow.Close(context.Background())
+}
+
+// TestCallTimeoutIsNotTheCallersDeadline: a Redis call that outlives
+// WithCallTimeout is reported as ErrCallTimeout, never as
+// context.DeadlineExceeded (package shape turns that into "i/o timeout: the
+// wait would pass the deadline" although the caller set none), while a
+// deadline the caller did set still surfaces as context.DeadlineExceeded.
+// Real time: each call waits at most the 50 ms timeout.
+func TestCallTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Pause()
+	closed, err := New(newClient(t, srv), "ctimeout", 100, WithFailClosed(), WithCallTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = closed.Acquire(context.Background(), 1)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrCallTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fail-closed Acquire, no deadline, Redis paused: %v; want ErrUnavailable and ErrCallTimeout, not context.DeadlineExceeded", err)
+	}
+	if err := closed.SetRate(50); !errors.Is(err, ErrCallTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SetRate with Redis paused: %v; want ErrCallTimeout, not context.DeadlineExceeded", err)
+	}
+	// Fail open at 1/s: the first permit is free, the next one is a
+	// second away, past the caller's 200 ms deadline.
+	open, err := New(newClient(t, srv), "ctimeout", 100, WithFailOpen(1), WithCallTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open.Acquire(context.Background(), 1); err != nil {
+		t.Fatalf("fail-open Acquire with Redis paused: %v", err)
+	}
+	if st := open.Stats(); !st.InFallback || !errors.Is(st.LastError, ErrCallTimeout) || errors.Is(st.LastError, context.DeadlineExceeded) {
+		t.Fatalf("fail-open with Redis paused: in fallback %v, last error %v", st.InFallback, st.LastError)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := open.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fail-open Acquire past the caller's deadline: %v; want context.DeadlineExceeded", err)
+	}
+	srv.Resume()
+	_ = closed.Close(context.Background())
+	_ = open.Close(context.Background())
 }
