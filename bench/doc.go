@@ -14,6 +14,10 @@
 //     clock, per library and rate.
 //   - cmd/shaping: achieved byte rate and worst 100 ms window of rate-limited
 //     writers on the real clock.
+//   - perf.sh: runs all of the above; docs/performance.md shows its output.
+//   - distbench and cmd/distbench: the distributed limiter against
+//     github.com/go-redis/redis_rate on a real redis-server (see
+//     docs/distributed.md).
 //
 // The peers are configured as in the research notes: 1e9 events/s with a
 // bucket of 2^30, so that every call is a grant that never sleeps, and
