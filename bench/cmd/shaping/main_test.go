@@ -1,30 +1,28 @@
 package main
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 func TestAnalyze(t *testing.T) {
-	at := func(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
-	recs := []record{
-		{at(0), 10},
-		{at(50), 10},
-		{at(120), 30}, // with 150 and 199: 30+40+5 = 75 within [120, 220)
-		{at(150), 40},
-		{at(199), 5},
-		{at(220), 100}, // [150, 250): 40+5+100 = 145, the peak
-		{at(300), 7},   // at the end: not counted
-		{at(400), 1000},
+	// Windows of 3 buckets: the sweep adds up 4 consecutive buckets.
+	buckets := []int64{10, 0, 0, 0, 10, 30, 40, 5, 100, 0, 0, 7}
+	total, peak := analyze(buckets, 3)
+	if total != 202 {
+		t.Errorf("total = %d, want 202", total)
 	}
-	total, peak := analyze(recs, at(300), 100*time.Millisecond)
-	if total != 195 {
-		t.Errorf("total = %d, want 195 (the bytes before 300 ms)", total)
+	if peak != 175 { // 30 + 40 + 5 + 100
+		t.Errorf("peak = %d, want 175", peak)
 	}
-	if peak != 145 {
-		t.Errorf("peak = %d, want 145 (150, 199 and 220 ms)", peak)
-	}
-	if total, peak := analyze(nil, at(300), time.Second); total != 0 || peak != 0 {
+	if total, peak := analyze(nil, 3); total != 0 || peak != 0 {
 		t.Errorf("analyze(nil) = %d, %d; want 0, 0", total, peak)
+	}
+	if _, peak := analyze([]int64{1, 2, 3}, 10); peak != 6 {
+		t.Errorf("peak over fewer buckets than a window = %d, want 6", peak)
+	}
+}
+
+func TestSinkBuckets(t *testing.T) {
+	s := newSink(100 * bucketWidth)
+	if len(s.buckets) != 100 {
+		t.Fatalf("newSink made %d buckets, want 100", len(s.buckets))
 	}
 }
