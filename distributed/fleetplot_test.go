@@ -263,8 +263,9 @@ func TestFleetPlot(t *testing.T) {
 		}
 	}
 	// Max-min fair shares once demand estimates have settled (each
-	// phase's window starts 1.5 s or more after the change; a process
-	// reports a 250 ms moving average of its demand).
+	// phase's window starts 1.5 s or more after the change; a process's
+	// report follows a rise through its 1 s average and a fall within
+	// 0.5 s).
 	for _, ph := range phases {
 		if ph.name == "Redis down" {
 			continue

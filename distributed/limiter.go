@@ -27,11 +27,17 @@ const maxWait = time.Second
 // exponentially weighted moving average of requested permits per second).
 const demandWindow = time.Second
 
-// reportWindow is the time constant of the demand a process reports to the
-// fair-share registry: a faster average than demandWindow's, so that a
-// process whose demand falls frees its share for the others within about a
-// second instead of several. See noteDemand for why that is stable.
-const reportWindow = 250 * time.Millisecond
+// reportWindow is how far back the demand a process reports to the
+// fair-share registry looks for a sample above its average: when none is
+// (demand fell), the report drops to the highest recent sample at once.
+// See noteDemand.
+const reportWindow = 500 * time.Millisecond
+
+// demandSample is one raw demand sample, kept for the report.
+type demandSample struct {
+	at time.Duration
+	v  float64
+}
 
 // Limiter is one process's handle on a rate shared by a whole fleet through
 // Redis. See the package documentation for the protocol.
@@ -71,9 +77,11 @@ type Limiter struct {
 	held       int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
 	nextLapse  time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
 	demand     float64       // requested permits per second (EWMA over demandWindow)
-	reported   float64       // the same over reportWindow: what the registry is told
-	lastSample float64       // the latest raw demand sample
-	asked      float64       // requested since demandAt
+	reported   float64       // what the registry is told: see noteDemand
+	recent     [16]demandSample
+	recentNext int     // where the next sample goes in recent
+	lastSample float64 // the latest raw demand sample
+	asked      float64 // requested since demandAt
 	demandAt   time.Duration
 	haveDemand bool
 	inflight   chan struct{} // non-nil while a Redis call is in flight; closed after
@@ -507,22 +515,26 @@ func (l *Limiter) countDecision(remote bool) {
 // ask for, granted or not: sizing leases by what was granted would let a
 // starved process never ask for more.
 //
-// Two averages of the same samples: demand (1 s) sizes leases, with
-// sizingDemand's fast rise and halving; reported (250 ms) goes to the
-// registry, whose water filling sets every contended process's share to
-// the fair level. With the 1 s average, a process whose demand fell from
-// 120/s to 20/s kept reporting more than it asked for for seconds, and the
-// others' level stayed low: the fleet ran at 189/s of 200 from 1.5 to 4 s
-// after the drop (TestFleetPlot). sizingDemand is no faster on a fall (at
-// most twice the latest sample, then the 1 s average: 190/s there).
+// The registry is told min(the 1 s average, the highest sample of the last
+// reportWindow), not the average alone. The registry's water filling sets
+// every contended process's share to the fair level, so what one process
+// reports decides what the others get. With the average alone, a process
+// whose demand fell from 120/s to 20/s kept reporting more than it asked
+// for for seconds, and the fleet ran at 189/s of 200 from 1.5 to 4 s after
+// the drop (TestFleetPlot); sizingDemand is no faster on a fall (at most
+// twice the latest sample, then the average: 190/s there). With the
+// minimum, the report falls to the new demand once a whole window of
+// samples is below the average, 0.5 s after the drop.
 //
-// Reporting a faster average does not make the shares oscillate: the level
-// is a continuous function of the reported demands, and moves by at most
-// 1/k of a change in one of them (k: processes above the level); a
-// process's own report never lowers its own share (the level is its
-// ceiling, whatever it reports). A process whose callers wait in Acquire
-// asks at the rate it is admitted, so its report follows its share; the
-// loop has a gain below one and settles instead of ringing.
+// Why not simply a faster average: the samples of a process whose callers
+// wait in Acquire are lumpy (a lease's permits become usable together), and
+// a 250 ms average passed that noise on to the others' level. Shares then
+// moved from one lease to the next, more leases were refused for being
+// ahead of their process's share, and TestRealTimeFleet saw up to 20.7
+// Redis calls/s per process instead of at most 16.7. Noise has peaks above
+// the average, so the window's highest sample stays above it and the
+// report is the smooth average, as before; a rise is followed through the
+// average, as before, too.
 func (l *Limiter) noteDemand(n int64, now time.Duration) {
 	if !l.haveDemand && l.asked == 0 {
 		// The first request starts the first sample: the time between
@@ -537,13 +549,20 @@ func (l *Limiter) noteDemand(n int64, now time.Duration) {
 	sample := l.asked / dt.Seconds()
 	l.lastSample = sample
 	if !l.haveDemand {
-		l.demand, l.reported, l.haveDemand = sample, sample, true
+		l.demand, l.haveDemand = sample, true
 	} else {
 		alpha := 1 - math.Exp(-dt.Seconds()/demandWindow.Seconds())
 		l.demand += alpha * (sample - l.demand)
-		alpha = 1 - math.Exp(-dt.Seconds()/reportWindow.Seconds())
-		l.reported += alpha * (sample - l.reported)
 	}
+	l.recent[l.recentNext] = demandSample{at: now, v: sample}
+	l.recentNext = (l.recentNext + 1) % len(l.recent)
+	peak := sample
+	for _, r := range l.recent {
+		if r.at > now-reportWindow && r.v > peak {
+			peak = r.v
+		}
+	}
+	l.reported = min(l.demand, peak)
 	l.asked, l.demandAt = 0, now
 	l.resizeLocked()
 }
