@@ -100,3 +100,43 @@ func TestLeaseSizeFollowsRisingDemand(t *testing.T) {
 	}
 	_ = l.Close(context.Background())
 }
+
+// TestReportedDemand: the demand a process reports to the fair-share
+// registry follows a drop within reportWindow (the 1 s average alone kept
+// a freed share from the others for seconds), and stays the smooth average
+// while the samples are lumpy (a faster average passed that noise on to
+// the others' shares).
+func TestReportedDemand(t *testing.T) {
+	l := &Limiter{cfg: config{leaseDuration: 100 * time.Millisecond}}
+	var now time.Duration
+	// 120/s for 3 s, one request every 1/120 s.
+	for ; now < 3*time.Second; now += time.Second / 120 {
+		l.noteDemand(1, now)
+	}
+	if math.Abs(l.reported-120) > 2 {
+		t.Fatalf("steady 120/s reported as %.1f", l.reported)
+	}
+	// Down to 20/s: within reportWindow and a sample the report is the
+	// new demand, while the 1 s average is still far above it.
+	drop := now
+	for ; now < drop+reportWindow+100*time.Millisecond; now += time.Second / 20 {
+		l.noteDemand(1, now)
+	}
+	if math.Abs(l.reported-20) > 1 || l.demand < 40 {
+		t.Fatalf("%v after a drop to 20/s: reported %.1f (1 s average %.1f), want 20", now-drop, l.reported, l.demand)
+	}
+	// Lumpy: 100/s on average, arriving as 20 requests every 200 ms. The
+	// 50 ms samples are 0 or 400/s; the report stays the average.
+	for end := now + 5*time.Second; now < end; now += 200 * time.Millisecond {
+		l.noteDemand(20, now)
+		for k := 1; k <= 3; k++ {
+			l.noteDemand(0, now+time.Duration(k)*50*time.Millisecond)
+		}
+		if now > end-3*time.Second && l.reported != l.demand {
+			t.Fatalf("lumpy demand: reported %.1f, the 1 s average %.1f", l.reported, l.demand)
+		}
+	}
+	if math.Abs(l.reported-100) > 15 {
+		t.Fatalf("lumpy 100/s reported as %.1f", l.reported)
+	}
+}
