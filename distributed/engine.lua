@@ -175,18 +175,25 @@ end
 local STATE_FIELDS = {'kind', 'stored', 'max', 'interval', 'next', 'burst',
   'warmup', 'cold', 'threshold', 'slope', 'ver', 'lc', 'born'}
 
--- loadState reads the hash at key; nil when it does not exist. A key of
--- another type is an error, never a silent reset.
-local function loadState(key)
+-- wrongType raises the error for a key of another type than a hash. It
+-- runs only after a command failed: asking TYPE up front would cost a
+-- command on every call.
+local function wrongType(key, what)
   local t = redis.call('TYPE', key)['ok']
-  if t == 'none' then return nil end
-  if t ~= 'hash' then
-    return error({err = 'ERR ratelimit: key ' .. key .. ' holds a ' .. t .. ', not the limiter state hash'})
-  end
-  local v = redis.call('HMGET', key, unpack(STATE_FIELDS))
+  return error({err = 'ERR ratelimit: key ' .. key .. ' holds a ' .. t .. ', not the limiter ' .. what .. ' hash'})
+end
+
+-- loadState reads the hash at key; nil when it does not exist. A key of
+-- another type is an error, never a silent reset. s.raw keeps the strings
+-- as stored, so that a reply can send an unchanged field without
+-- formatting it again.
+local function loadState(key)
+  local v = redis.pcall('HMGET', key, unpack(STATE_FIELDS))
+  if v.err then return wrongType(key, 'state') end
   if not v[1] then return nil end
   local s = {kind = v[1]}
   local orig = {kind = v[1]}
+  local raw = {}
   for i = 2, #STATE_FIELDS do
     local x = v[i] and dec(v[i])
     if x == nil then
@@ -194,8 +201,9 @@ local function loadState(key)
     end
     s[STATE_FIELDS[i]] = x
     orig[STATE_FIELDS[i]] = x
+    raw[STATE_FIELDS[i]] = v[i]
   end
-  s.orig = orig
+  s.orig, s.raw = orig, raw
   return s
 end
 
@@ -206,6 +214,14 @@ local function unchanged(x, y)
   if x ~= y then return false end
   if x == 0 then return 1 / x == 1 / y end
   return true
+end
+
+-- encField is enc(s[f]), reusing the stored string when the field has not
+-- changed since loadState.
+local function encField(s, f)
+  local o = s.orig
+  if o ~= nil and unchanged(s[f], o[f]) then return s.raw[f] end
+  return enc(s[f])
 end
 
 -- saveState writes the fields that changed since loadState (all of them

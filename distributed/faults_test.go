@@ -42,6 +42,17 @@ func TestWrongTypeKey(t *testing.T) {
 	if err := l2.Stats().LastError; err == nil || !strings.Contains(err.Error(), "registry") {
 		t.Fatalf("registry error: %v", err)
 	}
+	// SetRate and a refund check the registry too, before writing
+	// anything: the foreign key keeps its value and gets no TTL.
+	if err := l2.SetRate(50); err == nil || !strings.Contains(err.Error(), "registry") {
+		t.Fatalf("SetRate over a wrong-type registry key: %v", err)
+	}
+	if got, ttl := srv.CLI("GET", "ratelimit:{wt2}:procs"), srv.CLI("PTTL", "ratelimit:{wt2}:procs"); got != "x" || ttl != "-1" {
+		t.Fatalf("the foreign registry key was changed: %q, PTTL %s", got, ttl)
+	}
+	if n := srv.CLI("EXISTS", "ratelimit:{wt2}:state"); n != "0" {
+		t.Fatalf("a state was created next to a wrong-type registry key (EXISTS %s)", n)
+	}
 	_ = l.Close(context.Background())
 	_ = l2.Close(context.Background())
 }

@@ -50,10 +50,13 @@ local callerRate, callerVer = dec(ARGV[4]), tonumber(ARGV[8])
 local pid = ARGV[9]
 local validity, regTTL = tonumber(ARGV[10]), tonumber(ARGV[11])
 
--- Registry: refuse a wrong-typed key with a clear error.
-local rt = redis.call('TYPE', KEYS[2])['ok']
-if rt ~= 'none' and rt ~= 'hash' then
-  return error({err = 'ERR ratelimit: key ' .. KEYS[2] .. ' holds a ' .. rt .. ', not the limiter registry hash'})
+-- Registry: refuse a wrong-typed key with a clear error, before anything
+-- is written (PEXPIRE would otherwise put a TTL on a foreign key). A lease
+-- learns the type from its HGETALL below; a refund or setrate, which are
+-- rare, asks TYPE.
+if op ~= 'lease' then
+  local rt = redis.call('TYPE', KEYS[2])['ok']
+  if rt ~= 'none' and rt ~= 'hash' then return wrongType(KEYS[2], 'registry') end
 end
 
 local s = loadState(KEYS[1])
@@ -91,15 +94,15 @@ end
 local function persist()
   saveState(KEYS[1], s)
   redis.call('PEXPIRE', KEYS[1], ttlMs(2 * validity + regTTL))
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    redis.call('PEXPIRE', KEYS[2], math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000)))
-  end
+  -- A no-op when the registry does not exist (a refund that left it
+  -- empty): no need to ask EXISTS first. Its type has been checked.
+  redis.call('PEXPIRE', KEYS[2], math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000)))
 end
 
 local function reply(granted, wait, aheadBy, valid, procs)
   return {string.format('%d', granted), string.format('%d', wait), string.format('%d', aheadBy),
     string.format('%d', valid), tostring(procs), string.format('%d', s.ver),
-    enc(rateOf(s)), enc(s.max), string.format('%d', s.born)}
+    enc(rateOf(s)), encField(s, 'max'), string.format('%d', s.born)}
 end
 
 if op == 'setrate' then
@@ -146,15 +149,16 @@ local function parseEntry(v)
   if seen == nil or d == nil or pn == nil or d ~= d or d < 0 then return nil end
   return seen, d, pn
 end
-local _, _, pnext = parseEntry(redis.call('HGET', KEYS[2], pid))
-if pnext == nil then pnext = -INF end -- new: as if idle for long
-local all = redis.call('HGETALL', KEYS[2])
+local all = redis.pcall('HGETALL', KEYS[2])
+if all.err then return wrongType(KEYS[2], 'registry') end
+local pnext = -INF -- new: as if idle for long
 local live, dead = {}, {}
 local found = false
 for i = 1, #all, 2 do
-  local seen, d = parseEntry(all[i + 1])
+  local seen, d, pn = parseEntry(all[i + 1])
   if all[i] == pid then
     found = true
+    if pn ~= nil then pnext = pn end
     live[#live + 1] = {id = pid, d = demand}
   elseif seen == nil or now - seen > regTTL then
     dead[#dead + 1] = all[i]
@@ -229,9 +233,15 @@ local function ahead(pn)
   if pn > now then a = a + tau end
   return a
 end
+-- The registry entry: now is an integer (TIME or an int64 argument), and
+-- the demand is the caller's own decimal string, which reads back as the
+-- same double; formatting either again would cost about half a µs each.
+local function entry(pn)
+  return string.format('%d', now) .. ' ' .. ARGV[15] .. ' ' .. enc(pn)
+end
 local wait = ahead(pnext)
 if wait > maxWait then
-  redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand) .. ' ' .. enc(pnext))
+  redis.call('HSET', KEYS[2], pid, entry(pnext))
   persist()
   return reply(0, 0, wait, 0, #live)
 end
@@ -240,7 +250,7 @@ s.lc = cost
 if share < INF then
   pnext = pnext + math.ceil(grant * 1e6 / share)
 end
-redis.call('HSET', KEYS[2], pid, enc(now) .. ' ' .. enc(demand) .. ' ' .. enc(pnext))
+redis.call('HSET', KEYS[2], pid, entry(pnext))
 persist()
 -- ahead tells the caller when its next lease can be granted at the
 -- earliest (with a maximum wait of w: after ahead - w), so that it does
