@@ -383,6 +383,38 @@ func TestEdgeSaturatedDebt(t *testing.T) {
 	}
 }
 
+// The deadline check must not overflow when the deadline and the clock's
+// reading are both far from the limiter's origin on opposite sides: a
+// deadline 290 years ahead with the clock stepped back an hour before the
+// origin is still a deadline the 1 h wait can meet, and one 290 years behind
+// with the clock an hour ahead can never be met. Computed as
+// (deadline − origin) − elapsed, the first overflowed to a negative time
+// left (a spurious DeadlineExceeded) and the second to a huge one.
+func TestEdgeAcquireDeadlineFarFromOrigin(t *testing.T) {
+	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
+		l, f := ecLimiter(t, tick, ecBursty, 1)
+		origin := f.Now()
+		f.Jump(-time.Hour) // before the origin: the first request waits 1 h
+		far := deadlineCtx{context.Background(), origin.Add(math.MaxInt64)}
+		if d, err := l.Acquire(far, 1); err != nil || d != time.Hour {
+			t.Fatalf("tick %v: Acquire with a deadline 292 years ahead = %v, %v; want 1h, nil", tick, d, err)
+		}
+
+		l, f = ecLimiter(t, tick, ecBursty, 1)
+		ecAcquire(t, l, 1) // 1 s of debt
+		f.Jump(time.Hour - time.Second)
+		ecAcquire(t, l, 3600) // 3600 s of debt, due at the 1 h mark
+		before := l.Snapshot()
+		past := deadlineCtx{context.Background(), origin.Add(math.MinInt64)}
+		if d, err := l.Acquire(past, 1); !errors.Is(err, context.DeadlineExceeded) || d != 0 {
+			t.Fatalf("tick %v: Acquire with a deadline 292 years past = %v, %v; want DeadlineExceeded", tick, d, err)
+		}
+		if after := l.Snapshot(); !ecSame(before, after) {
+			t.Fatalf("tick %v: the rejection changed the state:\n%+v\n%+v", tick, before, after)
+		}
+	}
+}
+
 // E14: a clock that steps back (Fake.Jump) makes the next wait longer and
 // creates no permits. Guava 31.1: back 3 s -> waits 4 s.
 // E15: a negative reading right after creation: the first request waits

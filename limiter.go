@@ -187,7 +187,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	el, now = l.present(el, now)
 	if deadline, ok := ctx.Deadline(); ok {
 		wait := l.duration(waitTicks(l.e.NextFreeTicket(), now))
-		if wait > 0 && wait > deadline.Sub(l.start)-el {
+		// deadline.Sub saturates; (deadline − start) − el could
+		// overflow with the two far apart on either side of the origin.
+		if wait > 0 && wait > deadline.Sub(l.start.Add(el)) {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("ratelimit: waiting %v would exceed the context deadline: %w", wait, context.DeadlineExceeded)
 		}
