@@ -77,19 +77,26 @@ func ExampleLimiter_Acquire() {
 	wait, _ = lim.Acquire(ctx, 1)
 	fmt.Println("then 1 permit waited", wait)
 
-	// A deadline that the wait cannot meet fails at once, reserving nothing.
-	ctx, cancel := context.WithDeadline(ctx, clk.Now().Add(100*time.Millisecond))
-	defer cancel()
-	_, err := lim.Acquire(ctx, 1)
-	fmt.Println(errors.Is(err, context.DeadlineExceeded))
-
-	_, err = lim.Acquire(context.Background(), 0)
+	_, err := lim.Acquire(ctx, 0)
 	fmt.Println(errors.Is(err, ratelimit.ErrInvalidPermits))
+
+	// A deadline that the wait cannot meet fails at once, reserving
+	// nothing. Contexts expire on the real clock (a deadline taken from
+	// the fake's Now, in 2000, has long passed), so this part uses a
+	// limiter on the real clock; nothing here sleeps.
+	lim, _ = ratelimit.NewBursty(1)
+	lim.Acquire(ctx, 10) // the next request may start in 10 s
+	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = lim.Acquire(ctx, 1)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), ctx.Err() == nil)
+	fmt.Println("still booked:", lim.Snapshot().NextFree.Round(time.Second))
 	// Output:
 	// 10 permits waited 0s
 	// then 1 permit waited 10s
 	// true
-	// true
+	// true true
+	// still booked: 10s
 }
 
 func ExampleLimiter_TryAcquire() {

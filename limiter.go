@@ -169,8 +169,12 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 // back, provided no other request has been booked since (the state is then
 // exactly as if the call had not happened).
 //
-// The deadline is read on the limiter's clock: with a fake clock, derive it
-// from the fake's Now (context.WithDeadline(ctx, clk.Now().Add(d))).
+// The deadline is compared with the limiter's clock, but a context expires
+// on the real clock: with a fake clock, a context.WithDeadline taken from the
+// fake's Now is usually expired before Acquire looks at it (clocktest's
+// fakes start in 2000). Test deadlines with the default clock inside a
+// testing/synctest bubble, where contexts and the limiter share the bubble's
+// time.
 //
 // permits <= 0 is an error that wraps ErrInvalidPermits.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
