@@ -16,8 +16,9 @@ var (
 	ErrInvalidParallel = errors.New("jobs: parallel must be at least 1")
 	// ErrNilFunc: the work function is nil.
 	ErrNilFunc = errors.New("jobs: work function must not be nil")
-	// ErrNotStarted is the error of an item that was never started because
-	// the context ended first. It is joined with the context's cause.
+	// ErrNotStarted is the error of an item that was never started: the
+	// context ended first, or the limiter refused. It is joined with the
+	// reason (the context's cause, or the limiter's error).
 	ErrNotStarted = errors.New("jobs: not started")
 )
 
@@ -35,9 +36,10 @@ type Result[T any] struct {
 // rate.
 //
 // The returned error is about the run, not the items: an invalid argument
-// (ErrInvalidParallel, ErrNilFunc), or ctx's cause if ctx ended before every
-// item had started. Items that failed have their error in their Result.
-// Run returns only when every started item has returned.
+// (ErrInvalidParallel, ErrNilFunc), or why the run stopped before every item
+// had started (see Stream). Items that failed have their error in their
+// Result; those that never started have ErrNotStarted joined with that
+// reason. Run returns only when every started item has returned.
 func Run[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items []T, fn func(context.Context, T) error) ([]Result[T], error) {
 	if err := check(parallel, fn != nil); err != nil {
 		return nil, err
@@ -66,7 +68,7 @@ func Run[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items
 		if !results[i].Started {
 			all = false
 			if results[i].Err == nil { // never taken from the channel
-				results[i].Err = notStarted(ctx)
+				results[i].Err = notStarted(err)
 			}
 		}
 	}
@@ -84,8 +86,10 @@ func Run[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items
 //
 // Stream returns when the channel is closed and every item has been
 // reported, or when ctx has ended and every started item has returned; in
-// the second case it returns ctx's cause. Items left in the channel are not
-// taken.
+// the second case it returns ctx's cause. It also stops when the limiter
+// refuses a wait that ctx's deadline cannot meet (every later item would
+// have to start later still), returning the limiter's error, which wraps
+// context.DeadlineExceeded. Items left in the channel are not taken.
 func Stream[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items <-chan T, fn func(context.Context, T) error, report func(Result[T])) error {
 	if err := check(parallel, fn != nil); err != nil {
 		return err
@@ -121,30 +125,35 @@ func Stream[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, it
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			r.Err = notStarted(ctx)
+			r.Err = notStarted(context.Cause(ctx))
 			done(r)
 			return context.Cause(ctx)
 		}
 		if lim != nil && !math.IsInf(lim.Rate(), 1) {
 			if _, err := lim.Acquire(ctx, 1); err != nil {
 				<-slots
-				if ctx.Err() == nil {
-					// The limiter itself failed (a distributed one
-					// that lost its store, say): the item did not run.
-					r.Err = fmt.Errorf("%w: %w", ErrNotStarted, err)
+				if ctx.Err() != nil {
+					r.Err = notStarted(context.Cause(ctx))
 					done(r)
-					continue
+					return context.Cause(ctx)
 				}
-				r.Err = notStarted(ctx)
+				r.Err = notStarted(err)
 				done(r)
-				return context.Cause(ctx)
+				if _, ok := ctx.Deadline(); ok && errors.Is(err, context.DeadlineExceeded) {
+					// The wait cannot meet ctx's deadline, and
+					// no later item could start sooner.
+					return err
+				}
+				// The limiter itself failed (a distributed one that
+				// lost its store, say): this item did not run.
+				continue
 			}
 		}
 		// The last check before starting: Acquire may have returned without
 		// waiting, after the context ended.
 		if ctx.Err() != nil {
 			<-slots
-			r.Err = notStarted(ctx)
+			r.Err = notStarted(context.Cause(ctx))
 			done(r)
 			return context.Cause(ctx)
 		}
@@ -167,9 +176,10 @@ func check(parallel int, haveFn bool) error {
 	return nil
 }
 
-func notStarted(ctx context.Context) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return fmt.Errorf("%w: %w", ErrNotStarted, cause)
+// notStarted is the error of an item that did not start, and why.
+func notStarted(why error) error {
+	if why != nil {
+		return fmt.Errorf("%w: %w", ErrNotStarted, why)
 	}
 	return ErrNotStarted
 }

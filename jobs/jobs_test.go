@@ -234,3 +234,69 @@ func TestRunLimiterFailure(t *testing.T) {
 		}
 	}
 }
+
+// A context deadline that the next permit cannot meet ends the run there:
+// the limiter refuses at once (the wait would pass the deadline), and every
+// later item would have to start later still. Stream used to take that as
+// a failure of the one item and go on, so it drained the channel, marking
+// every item not started at once, and Run returned no error although the
+// deadline had cut the run short.
+func TestStreamStopsAtAnUnmeetableDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := ratelimit.NewBursty(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 1050*time.Millisecond)
+		defer cancel()
+		items := make(chan int, 20)
+		for i := range 20 {
+			items <- i
+		}
+		close(items)
+		var reports []jobs.Result[int]
+		err = jobs.Stream(ctx, lim, 1, items, func(context.Context, int) error { return nil },
+			func(r jobs.Result[int]) { reports = append(reports, r) })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stream err = %v, want one wrapping context.DeadlineExceeded", err)
+		}
+		// Items 0 to 10 start at 0, 0.1 … 1.0 s; item 11 (due at 1.1 s) is
+		// refused at 1.0 s, and nothing more is taken.
+		if el := time.Since(start); el != time.Second {
+			t.Errorf("Stream returned at %v, want 1s (at the refusal, not at the deadline)", el)
+		}
+		if len(reports) != 12 {
+			t.Fatalf("%d reports, want 12 (11 started, 1 refused)", len(reports))
+		}
+		for i, r := range reports[:11] {
+			if !r.Started || r.Err != nil {
+				t.Errorf("report %d: %+v, want started without error", i, r)
+			}
+		}
+		if r := reports[11]; r.Index != 11 || r.Started || !errors.Is(r.Err, jobs.ErrNotStarted) || !errors.Is(r.Err, context.DeadlineExceeded) {
+			t.Errorf("report 11: %+v, want not started, wrapping context.DeadlineExceeded", r)
+		}
+		if len(items) != 8 {
+			t.Errorf("%d items left in the channel, want 8 (never taken)", len(items))
+		}
+		// The refused wait booked nothing: only item 10's permit is owed.
+		if next := lim.Snapshot().NextFree; next != 100*time.Millisecond {
+			t.Errorf("NextFree = %v, want 100ms", next)
+		}
+
+		// Run reports the run as cut short.
+		lim, _ = ratelimit.NewBursty(10)
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 1050*time.Millisecond)
+		defer cancel2()
+		res, err := jobs.Run(ctx2, lim, 1, make([]int, 20), func(context.Context, int) error { return nil })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run err = %v, want one wrapping context.DeadlineExceeded", err)
+		}
+		for _, r := range res[11:] {
+			if r.Started || !errors.Is(r.Err, jobs.ErrNotStarted) || !errors.Is(r.Err, context.DeadlineExceeded) {
+				t.Errorf("Run item %d: %+v, want not started, wrapping context.DeadlineExceeded", r.Index, r)
+			}
+		}
+	})
+}
