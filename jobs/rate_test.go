@@ -28,7 +28,9 @@ func TestParseRate(t *testing.T) {
 		{"unlimited", math.Inf(1)},
 	} {
 		got, err := jobs.ParseRate(tc.in)
-		if err != nil || math.Abs(got-tc.want) > 1e-12*tc.want {
+		// Equal, or within a relative 1e-12 (|Inf−Inf| is NaN, which
+		// compares false either way: the equality catches the infinities).
+		if err != nil || !(got == tc.want || math.Abs(got-tc.want) <= 1e-12*tc.want) {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
