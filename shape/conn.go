@@ -3,6 +3,7 @@ package shape
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -157,12 +158,16 @@ func (e *DeadlineError) Temporary() bool { return true }
 var _ net.Error = (*DeadlineError)(nil)
 
 // NewConn returns c with its reads paying lim.Read and its writes paying
-// lim.Write. The only errors come from invalid options; WithContext does not
-// apply to connections (they have deadlines) and is ignored.
+// lim.Write. The only errors come from invalid options and a nil c
+// (ErrInvalidArgument); WithContext does not apply to connections (they
+// have deadlines) and is ignored.
 func NewConn(c net.Conn, lim Limits, opts ...Option) (*Conn, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil net.Conn", ErrInvalidArgument)
 	}
 	return newConn(c, lim, Limits{}, cfg), nil
 }
@@ -251,11 +256,15 @@ type Listener struct {
 // limit). perConn, if not nil, is called for each accepted connection and
 // returns that connection's own limits (new limiters each time, or the
 // connection is not limited on its own). A connection pays its own limiter
-// first, then the shared one. The only errors come from invalid options.
+// first, then the shared one. The only errors come from invalid options and
+// a nil l (ErrInvalidArgument).
 func NewListener(l net.Listener, shared Limits, perConn func(net.Conn) Limits, opts ...Option) (*Listener, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil net.Listener", ErrInvalidArgument)
 	}
 	return &Listener{Listener: l, shared: shared, perConn: perConn, cfg: cfg}, nil
 }

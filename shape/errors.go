@@ -7,6 +7,9 @@ import "errors"
 var (
 	// ErrInvalidChunkSize: WithChunkSize was given a size below 1.
 	ErrInvalidChunkSize = errors.New("shape: chunk size must be at least 1 byte")
+	// ErrInvalidArgument: a constructor was given a nil io.Reader,
+	// io.Writer, net.Conn or net.Listener to wrap.
+	ErrInvalidArgument = errors.New("shape: nothing to wrap")
 	// ErrInvalidOption: an option was given a nil value (a nil context).
 	ErrInvalidOption = errors.New("shape: invalid option")
 	// ErrSyntax: a size or rate is not a number followed by a known unit.

@@ -24,11 +24,14 @@ type Reader struct {
 
 // NewReader returns a Reader that reads from r at the rate lim allows. A nil
 // lim, or one whose rate is +Inf, lets data through unshaped. The only
-// errors come from invalid options.
+// errors come from invalid options and a nil r (ErrInvalidArgument).
 func NewReader(r io.Reader, lim ratelimit.Acquirer, opts ...Option) (*Reader, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if r == nil {
+		return nil, fmt.Errorf("%w: nil io.Reader", ErrInvalidArgument)
 	}
 	return &Reader{r: r, p: newPacer(lim, cfg), ctx: cfg.ctx}, nil
 }

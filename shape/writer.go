@@ -20,11 +20,14 @@ type Writer struct {
 
 // NewWriter returns a Writer that writes to w at the rate lim allows. A nil
 // lim, or one whose rate is +Inf, lets data through unshaped. The only
-// errors come from invalid options.
+// errors come from invalid options and a nil w (ErrInvalidArgument).
 func NewWriter(w io.Writer, lim ratelimit.Acquirer, opts ...Option) (*Writer, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if w == nil {
+		return nil, fmt.Errorf("%w: nil io.Writer", ErrInvalidArgument)
 	}
 	return &Writer{w: w, p: newPacer(lim, cfg), ctx: cfg.ctx}, nil
 }

@@ -225,6 +225,17 @@ func TestWriterOptionErrors(t *testing.T) {
 			t.Errorf("err = %v, want ErrInvalidChunkSize", err)
 		}
 	}
+	// Nothing to wrap: an error, not a panic at the first Read or Write.
+	for name, mk := range map[string]func() error{
+		"NewWriter":   func() error { _, err := shape.NewWriter(nil, nil); return err },
+		"NewReader":   func() error { _, err := shape.NewReader(nil, nil); return err },
+		"NewConn":     func() error { _, err := shape.NewConn(nil, shape.Limits{}); return err },
+		"NewListener": func() error { _, err := shape.NewListener(nil, shape.Limits{}, nil); return err },
+	} {
+		if err := mk(); !errors.Is(err, shape.ErrInvalidArgument) {
+			t.Errorf("%s(nil): err = %v, want ErrInvalidArgument", name, err)
+		}
+	}
 	//lint:ignore SA1012 testing the nil check
 	if _, err := shape.NewReader(nil, nil, shape.WithContext(nil)); !errors.Is(err, shape.ErrInvalidOption) { //nolint:staticcheck
 		t.Errorf("nil context: err = %v, want ErrInvalidOption", err)
