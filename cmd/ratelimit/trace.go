@@ -170,7 +170,7 @@ func (c traceConfig) describe(lim *ratelimit.Limiter) string {
 		e := smooth.NewWarmingUp(float64(time.Second/res), int64(c.warmup/res), c.coldFactorOrDefault(), c.qps, 0)
 		fmt.Fprintf(&b, ", warm-up %v, cold factor %s: stable interval %s s, cold interval %s s,\nstores up to %s permits (dearer than fresh ones above %s), starts cold",
 			c.warmup, formatFloat(c.coldFactorOrDefault()), formatDuration(s.StableInterval),
-			formatDuration(time.Duration(float64(s.StableInterval)*c.coldFactorOrDefault())),
+			formatDuration(saturatedDuration(float64(s.StableInterval)*c.coldFactorOrDefault())),
 			formatFloat(s.MaxPermits), formatFloat(e.ThresholdPermits()))
 	} else {
 		start := "starts empty"
@@ -182,6 +182,16 @@ func (c traceConfig) describe(lim *ratelimit.Limiter) string {
 	}
 	fmt.Fprintf(&b, "; time counted in %v ticks", c.resolution())
 	return b.String()
+}
+
+// saturatedDuration converts nanoseconds to a Duration, clamping at the
+// largest one: Go's conversion of a float beyond the int64 range is
+// implementation-defined (math.MinInt64 on amd64).
+func saturatedDuration(ns float64) time.Duration {
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }
 
 func (c traceConfig) coldFactorOrDefault() float64 {

@@ -437,3 +437,18 @@ func TestReplayReportsRejectedCalls(t *testing.T) {
 		}
 	}
 }
+
+// The heading's cold interval saturates like the stable interval instead of
+// wrapping: at 1e-9 permits/s with cold factor 10 it is 1e19 ns, beyond a
+// Duration, and a plain conversion printed it as -9223372036.854775808 s.
+func TestDescribeHugeColdInterval(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"trace", "--qps", "1e-9", "--cold-factor", "10", "--warmup", "1000000h", "acquire:1"},
+		strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if want := "cold interval 9223372036.854775807 s"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("heading %q does not say %q", strings.SplitN(stdout.String(), "\n", 2)[0], want)
+	}
+}
