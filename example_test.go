@@ -10,9 +10,10 @@ import (
 	"github.com/smoothrate/ratelimit/clocktest"
 )
 
-// Every example runs on a clocktest.Fake clock: sleeping moves the fake time
-// forward at once, so the examples are instant and their output exact. In a
-// program, leave out WithClock and the limiter uses real time.
+// The examples that wait run on a clocktest.Fake clock: sleeping moves the
+// fake time forward at once, so they are instant and their output exact. In
+// a program, leave out WithClock and the limiter uses real time, as the
+// examples that never wait do.
 
 func ExampleNewBursty() {
 	clk := clocktest.NewFake()
