@@ -235,11 +235,7 @@ func (c pipeConfig) newLimiter() (*ratelimit.Limiter, error) {
 	if c.warmup > 0 {
 		return ratelimit.NewWarmingUp(c.rate, c.warmup)
 	}
-	burst := defaultPipeBurst
-	if c.burst >= 0 {
-		burst = c.burst
-	}
-	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(burst.Seconds()))
+	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(c.burstSeconds()))
 }
 
 // distributedOptions are newLimiter's settings for a limit shared through
@@ -248,11 +244,15 @@ func (c pipeConfig) distributedOptions() []distributed.Option {
 	if c.warmup > 0 {
 		return []distributed.Option{distributed.WithWarmup(c.warmup)}
 	}
-	burst := defaultPipeBurst
+	return []distributed.Option{distributed.WithMaxBurstSeconds(c.burstSeconds())}
+}
+
+// burstSeconds is --burst, or its default, in seconds at the rate.
+func (c pipeConfig) burstSeconds() float64 {
 	if c.burst >= 0 {
-		burst = c.burst
+		return c.burst.Seconds()
 	}
-	return []distributed.Option{distributed.WithMaxBurstSeconds(burst.Seconds())}
+	return defaultPipeBurst.Seconds()
 }
 
 // inputSize is the size of r if it is a regular file, else -1.

@@ -263,13 +263,9 @@ func (c runConfig) newLimiter() (*ratelimit.Limiter, error) {
 	if c.warmup > 0 {
 		return ratelimit.NewWarmingUp(c.rate, c.warmup)
 	}
-	// Stored permits are counted in time: burst jobs at the rate.
-	secs := 0.0
-	if !math.IsInf(c.rate, 1) {
-		secs = c.burst / c.rate
-	}
-	if math.IsInf(secs, 0) || secs > 1e9 {
-		return nil, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
+	secs, err := c.burstSeconds()
+	if err != nil {
+		return nil, err
 	}
 	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(secs))
 }
@@ -280,14 +276,24 @@ func (c runConfig) distributedOptions() ([]distributed.Option, error) {
 	if c.warmup > 0 {
 		return []distributed.Option{distributed.WithWarmup(c.warmup)}, nil
 	}
+	secs, err := c.burstSeconds()
+	if err != nil {
+		return nil, err
+	}
+	return []distributed.Option{distributed.WithMaxBurstSeconds(secs)}, nil
+}
+
+// burstSeconds is --burst as limiters count it: stored permits are counted
+// in time, so burst jobs at the rate.
+func (c runConfig) burstSeconds() (float64, error) {
 	secs := 0.0
 	if !math.IsInf(c.rate, 1) {
 		secs = c.burst / c.rate
 	}
 	if math.IsInf(secs, 0) || secs > 1e9 {
-		return nil, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
+		return 0, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
 	}
-	return []distributed.Option{distributed.WithMaxBurstSeconds(secs)}, nil
+	return secs, nil
 }
 
 // feedJobs sends the jobs to items: the given list, or the non-blank lines
