@@ -33,7 +33,8 @@ type Acquirer interface {
 var _ Acquirer = (*Limiter)(nil)
 
 // Limiter hands out permits at a smooth rate, the way Guava's RateLimiter
-// does. Make one with NewBursty or NewWarmingUp.
+// does. Make one with NewBursty or NewWarmingUp; the zero value is not
+// usable (it has no resolution and no rate).
 //
 // The model. The limiter knows when the next request may proceed
 // (nextFreeTicket) and keeps a store of permits saved up while it was idle.
