@@ -130,16 +130,23 @@ func TestPipeSharesRateThroughRedis(t *testing.T) {
 				i, p.out.Len(), got[:8], len(inputs[i]), want[:8])
 		}
 	}
-	total := float64(procs * size)
-	burst := rate * defaultPipeBurst.Seconds()
+	// At the shared rate the run takes 1.5 s.
+	checkSharedRun(t, procs, "bytes", float64(procs*size), rate, rate*defaultPipeBurst.Seconds(), elapsed)
+}
+
+// checkSharedRun checks how long procs processes took to move total units
+// at a shared rate with burst units stored: at least (total − B − L)/R by
+// the fleet's bound (L: the largest lease, R·τ), or they did not share the
+// rate; at most ten times total/R, which a loaded machine may approach but
+// a starving process would pass.
+func checkSharedRun(t *testing.T, procs int, unit string, total, rate, burst float64, elapsed time.Duration) {
+	t.Helper()
 	lease := rate * leaseDuration.Seconds()
 	minElapsed := time.Duration((total - burst - lease) / rate * float64(time.Second))
-	t.Logf("%d pipes moved %.0f bytes in %v at a shared %.0f B/s (at least %v by the bound)", procs, total, elapsed, rate, minElapsed)
+	t.Logf("%d processes moved %.0f %s in %v at a shared %v/s (at least %v by the bound)", procs, total, unit, elapsed, rate, minElapsed)
 	if elapsed < minElapsed {
-		t.Errorf("%.0f bytes went through in %v, faster than R·T + B + L allows (%v): the pipes did not share the rate", total, elapsed, minElapsed)
+		t.Errorf("%.0f %s went through in %v, faster than R·T + B + L allows (%v): the processes did not share the rate", total, unit, elapsed, minElapsed)
 	}
-	// Neither may starve: at the shared rate the run takes 1.5 s; a loaded
-	// machine may stretch that, but not to ten times.
 	if limit := 10 * time.Duration(total/rate*float64(time.Second)); elapsed > limit {
 		t.Errorf("the run took %v, more than %v", elapsed, limit)
 	}
@@ -185,17 +192,7 @@ func TestRunSharesRateThroughRedis(t *testing.T) {
 			t.Errorf("run %d ran %q, want each of %q once", i, got, want[i])
 		}
 	}
-	total := float64(procs * perProc)
-	const burst = 1.0
-	lease := rate * leaseDuration.Seconds()
-	minElapsed := time.Duration((total - burst - lease) / rate * float64(time.Second))
-	t.Logf("%d processes started %.0f jobs in %v at a shared %v/s (at least %v by the bound)", procs, total, elapsed, rate, minElapsed)
-	if elapsed < minElapsed {
-		t.Errorf("%.0f jobs started in %v, faster than R·T + B + L allows (%v): the processes did not share the rate", total, elapsed, minElapsed)
-	}
-	if limit := 10 * time.Duration(total/rate*float64(time.Second)); elapsed > limit {
-		t.Errorf("the run took %v, more than %v", elapsed, limit)
-	}
+	checkSharedRun(t, procs, "jobs", float64(procs*perProc), rate, 1 /* --burst */, elapsed)
 }
 
 // Bad --redis usage is a usage error (exit 2) with a message that says
