@@ -21,8 +21,11 @@ import (
 // guessed (milli or mega?). Spaces around the number are allowed.
 
 // maxUnitInput bounds the length of what ParseSize and ParseRate accept,
-// so that a hostile string cannot make them do big-number work.
-const maxUnitInput = 64
+// so that a hostile string cannot make them do big-number work. It admits
+// everything FormatRate and FormatSize print: the longest is FormatRate of
+// the smallest float64, 316 characters (a rate takes no exponent). No
+// exponent is read either, so the work grows only with the length.
+const maxUnitInput = 400
 
 // ParseSize parses a byte count such as "64KiB", "1.5M" or "8Mbit" (see the
 // units above; no "/s"). A fractional count of bytes is rounded to the

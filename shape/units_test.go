@@ -71,7 +71,7 @@ func TestParseRateErrors(t *testing.T) {
 		{"+5", shape.ErrSyntax},
 		{"5 k B", shape.ErrSyntax},
 		{"1_000", shape.ErrSyntax},
-		{strings.Repeat("1", 65), shape.ErrSyntax},
+		{strings.Repeat("1", 401), shape.ErrSyntax}, // longer than maxUnitInput
 		{"0", shape.ErrRange},
 		{"0k/s", shape.ErrRange},
 		{"-5k", shape.ErrRange},
@@ -188,7 +188,7 @@ func FuzzParseRate(f *testing.F) {
 				t.Fatalf("ParseRate(%q/s) = %v, ParseRate(%q) = %v", s, r2, s, r)
 			}
 		}
-		if err == nil && r < 1e24 { // beyond, FormatRate prints more digits than ParseRate reads
+		if err == nil { // FormatRate prints no exponent: up to 316 characters
 			back, err := shape.ParseRate(shape.FormatRate(r))
 			if err != nil {
 				t.Fatalf("FormatRate(%v) = %q does not parse: %v", r, shape.FormatRate(r), err)
