@@ -23,7 +23,7 @@ import (
 // maxUnitInput bounds the length of what ParseSize and ParseRate accept,
 // so that a hostile string cannot make them do big-number work. It admits
 // everything FormatRate and FormatSize print: the longest is FormatRate of
-// the smallest float64, 316 characters (a rate takes no exponent). No
+// the smallest float64, 332 characters (a rate takes no exponent). No
 // exponent is read either, so the work grows only with the length.
 const maxUnitInput = 400
 
@@ -205,9 +205,12 @@ func formatSI(x float64) string {
 			return strconv.FormatFloat(x, 'f', 0, 64) + " "
 		}
 		// Three significant digits, in plain decimals (ParseRate reads
-		// no exponents).
-		prec := max(0, 2-int(math.Floor(math.Log10(x))))
-		return strconv.FormatFloat(x, 'f', prec, 64) + " "
+		// no exponents). The decimal exponent is strconv's, after the
+		// rounding to three digits (0.0009996 is 0.00100); math.Log10
+		// is off for subnormals (about -308 for all of them).
+		e := strconv.FormatFloat(x, 'e', 2, 64) // "4.94e-324"
+		exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+		return strconv.FormatFloat(x, 'f', max(0, 2-exp), 64) + " "
 	}
 	i := 0
 	for i < len(siPrefixes)-1 && x >= 999.5 {

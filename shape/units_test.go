@@ -150,6 +150,10 @@ func TestFormat(t *testing.T) {
 		{1e6, "1.00 MB/s"},
 		{0.5, "0.500 B/s"},
 		{0.0001234, "0.000123 B/s"},
+		{0.0009996, "0.00100 B/s"}, // three significant digits after rounding
+		// A subnormal: math.Log10 gives about -308 for any of them, which
+		// printed 310 decimals, all zeros.
+		{5e-324, "0." + strings.Repeat("0", 323) + "494 B/s"},
 		{12.5, "12.5 B/s"},
 		{math.Inf(1), "unlimited"},
 		{math.NaN(), "NaN B/s"},
@@ -188,7 +192,7 @@ func FuzzParseRate(f *testing.F) {
 				t.Fatalf("ParseRate(%q/s) = %v, ParseRate(%q) = %v", s, r2, s, r)
 			}
 		}
-		if err == nil { // FormatRate prints no exponent: up to 316 characters
+		if err == nil { // FormatRate prints no exponent: up to 332 characters
 			back, err := shape.ParseRate(shape.FormatRate(r))
 			if err != nil {
 				t.Fatalf("FormatRate(%v) = %q does not parse: %v", r, shape.FormatRate(r), err)
