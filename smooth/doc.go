@@ -152,6 +152,12 @@
 // infinite rate the engine keeps Guava's values bit for bit, so Guava's
 // infinity tests still pass.
 //
+// Two repairs of the same kind only matter at absurd rates (fuzzing found
+// them): after a SetRate to a finite rate the store is capped at maxPermits,
+// since the rescale out of a subnormal capacity can overshoot it; and the
+// price of stored and fresh permits is summed with saturation, where Guava's
+// plain long sum can wrap to a negative wait.
+//
 // Cancel, which gives the latest reservation back exactly, is an addition
 // of this package. It refuses when anything else has changed the engine
 // since, because later reservations were priced on top of the one being
