@@ -110,17 +110,11 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		lim = local
 	} else {
 		const prefix = "ratelimit pipe"
-		sl, err := shared.open(cfg.rate, cfg.distributedOptions()...)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitUsage
+		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, cfg.distributedOptions(), shape.FormatRate)
+		if status != exitOK {
+			return status
 		}
-		defer sl.close(stderr, prefix) // gives unspent permits back
-		if err := sl.start(stderr, prefix, shape.FormatRate); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitFail
-		}
-		defer sl.watch(stderr, prefix, shape.FormatRate)()
+		defer stop()
 		defer sl.closeOnSignal(stderr, prefix)()
 		lim = sl
 	}

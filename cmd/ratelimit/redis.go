@@ -215,6 +215,29 @@ func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLi
 	return &sharedLimit{Limiter: lim, client: client, cfg: c}, nil
 }
 
+// begin is what pipe and run do to share their limit: open the limiter,
+// check that Redis answers (start) and watch it. A status other than exitOK
+// means the command must exit with it; the error has been printed on w.
+// Otherwise stop, to be deferred, ends the watch and closes the limiter,
+// giving unspent permits back.
+func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []distributed.Option, format func(float64) string) (sl *sharedLimit, stop func(), status int) {
+	sl, err := c.open(rate, opts...)
+	if err != nil {
+		fmt.Fprintf(w, "%s: %v\n", prefix, err)
+		return nil, nil, exitUsage
+	}
+	if err := sl.start(w, prefix, format); err != nil {
+		fmt.Fprintf(w, "%s: %v\n", prefix, err)
+		sl.close(w, prefix)
+		return nil, nil, exitFail
+	}
+	stopWatch := sl.watch(w, prefix, format)
+	return sl, func() {
+		stopWatch()
+		sl.close(w, prefix)
+	}, exitOK
+}
+
 // redisStartTimeout bounds the start-up check.
 const redisStartTimeout = time.Second
 

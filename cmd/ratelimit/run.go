@@ -119,17 +119,11 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 			return exitUsage
 		}
-		sl, err := shared.open(cfg.rate, opts...)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitUsage
+		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, opts, formatJobRate)
+		if status != exitOK {
+			return status
 		}
-		defer sl.close(stderr, prefix) // gives unspent permits back
-		if err := sl.start(stderr, prefix, formatJobRate); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitFail
-		}
-		defer sl.watch(stderr, prefix, formatJobRate)()
+		defer stop()
 		lim = sl
 	}
 	// Look the command up once, unless it is itself a template.
