@@ -1,6 +1,6 @@
 #!/bin/sh
 # perf.sh regenerates every table of docs/performance.md, on this machine,
-# in one go (about 8 minutes). Run it from bench/ on an otherwise idle
+# in one go (about 7 minutes). Run it from bench/ on an otherwise idle
 # machine; the outputs record the load average before and after each part.
 #
 #	./perf.sh [outdir]     # default: perf-out
