@@ -35,6 +35,7 @@ import (
 	"time"
 
 	ours "github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/bench/internal/report"
 	uber "go.uber.org/ratelimit"
 	"golang.org/x/time/rate"
 )
@@ -130,7 +131,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	fmt.Printf("%s; %d reps of a %v window; load average before: %s\n\n", runtime.Version(), *reps, *window, loadavg())
+	fmt.Printf("%s; %d reps of a %v window; load average before: %s\n\n", runtime.Version(), *reps, *window, report.LoadAvg())
 	fmt.Println("Timer floor: what time.Sleep(d) really takes (200 samples each):")
 	fmt.Println()
 	fmt.Println("| d | p10 | median | p90 |")
@@ -168,17 +169,14 @@ func main() {
 		}
 		fmt.Println(row)
 	}
-	fmt.Printf("\nload average after: %s\n", loadavg())
+	fmt.Printf("\nload average after: %s\n", report.LoadAvg())
 }
 
 // cell prints the median ratio, and the range when there are several.
 func cell(ratios []float64) string {
 	s := slices.Clone(ratios)
 	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
+	med := report.Median(s)
 	out := fmt.Sprintf("%.4f", med)
 	if med < 0.9 {
 		out = "**" + out + "**"
@@ -210,16 +208,4 @@ func human(r float64) string {
 		return strconv.FormatInt(int64(r/1e3), 10) + " k"
 	}
 	return strconv.FormatFloat(r, 'g', -1, 64)
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -24,11 +24,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/smoothrate/ratelimit/bench/internal/report"
 )
 
 func main() {
@@ -45,6 +45,14 @@ func main() {
 // A round maps "Decision/local" etc. to the benchmark's metrics by unit
 // ("ns/op", "evalsha/s", ...).
 type round map[string]map[string]float64
+
+// metric makes a report.Metric of one unit of the rounds.
+func metric(unit string) report.Metric[round] {
+	return func(r round, name string) (float64, bool) {
+		x, ok := r[name][unit]
+		return x, ok
+	}
+}
 
 // goal: num/den of a metric's medians compared with a bound.
 type goal struct {
@@ -79,8 +87,8 @@ func run(count int, benchtime, rawPath string, out io.Writer) error {
 		return fmt.Errorf("building the benchmarks: %w", err)
 	}
 
-	fmt.Fprintf(out, "<!-- %s -->\n\n", machine())
-	loadBefore := loadavg()
+	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
+	loadBefore := report.LoadAvg()
 	var rawAll bytes.Buffer
 	var rounds []round
 	var order []string
@@ -102,7 +110,7 @@ func run(count int, benchtime, rawPath string, out io.Writer) error {
 			order = names
 		}
 		rounds = append(rounds, r)
-		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, loadavg())
+		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, report.LoadAvg())
 	}
 	if rawPath != "" {
 		if err := os.WriteFile(rawPath, rawAll.Bytes(), 0o644); err != nil {
@@ -111,23 +119,23 @@ func run(count int, benchtime, rawPath string, out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "%d rounds of -benchtime=%s, one process, one redis-server on loopback started by the benchmarks; load average (1, 5, 15 min) before: %s, after: %s\n\n",
-		count, benchtime, loadBefore, loadavg())
+		count, benchtime, loadBefore, report.LoadAvg())
 	fmt.Fprintln(out, "| Benchmark | median ns/op | min | max | decisions/s per process | scripts/s (EVALSHA) | Redis commands/s (incl. inside scripts) | EVALSHA µs/call (server) | waited for Redis /op | refused /op | B/op | allocs/op |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, name := range order {
-		ns := column(rounds, name, "ns/op")
+		ns := report.Column(rounds, metric("ns/op"), name)
 		cell := func(unit string, f func(float64) string) string {
-			v := column(rounds, name, unit)
+			v := report.Column(rounds, metric(unit), name)
 			if len(v) == 0 {
 				return "–"
 			}
-			return f(median(v))
+			return f(report.Median(v))
 		}
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
-			num(median(ns)), num(slices.Min(ns)), num(slices.Max(ns)),
-			sci(1e9/median(ns)),
-			cell("evalsha/s", num), cell("redis-cmds/s", num), cell("evalsha-µs/call", num),
-			cell("remote/op", num), cell("refused/op", frac), cell("B/op", num), cell("allocs/op", num))
+			report.Num(report.Median(ns)), report.Num(slices.Min(ns)), report.Num(slices.Max(ns)),
+			sci(1e9/report.Median(ns)),
+			cell("evalsha/s", report.Num), cell("redis-cmds/s", report.Num), cell("evalsha-µs/call", report.Num),
+			cell("remote/op", report.Num), cell("refused/op", frac), cell("B/op", report.Num), cell("allocs/op", report.Num))
 	}
 
 	fmt.Fprintln(out)
@@ -135,7 +143,7 @@ func run(count int, benchtime, rawPath string, out io.Writer) error {
 	fmt.Fprintln(out, "|---|---:|---:|---:|:---:|")
 	failed := 0
 	for _, g := range goals {
-		r, lo, hi, ok := ratio(rounds, g.num, g.den, g.metric)
+		r, lo, hi, ok := report.Ratio(rounds, metric(g.metric), g.num, g.den)
 		if !ok {
 			continue
 		}
@@ -146,7 +154,7 @@ func run(count int, benchtime, rawPath string, out io.Writer) error {
 				met, failed = "**no**", failed+1
 			}
 		}
-		fmt.Fprintf(out, "| %s | %s | %s–%s | %s | %s |\n", g.what, num(r), num(lo), num(hi), g.boundLabel, met)
+		fmt.Fprintf(out, "| %s | %s | %s–%s | %s | %s |\n", g.what, report.Num(r), report.Num(lo), report.Num(hi), g.boundLabel, met)
 	}
 	if failed > 0 {
 		fmt.Fprintf(out, "\n%d goal(s) missed.\n", failed)
@@ -184,58 +192,6 @@ func parse(out []byte) (round, []string) {
 	return r, names
 }
 
-func column(rounds []round, name, unit string) []float64 {
-	var v []float64
-	for _, r := range rounds {
-		if x, ok := r[name][unit]; ok {
-			v = append(v, x)
-		}
-	}
-	return v
-}
-
-// ratio returns num/den of the medians of a metric and the range of the
-// per-round ratios.
-func ratio(rounds []round, num, den, unit string) (r, lo, hi float64, ok bool) {
-	n, d := column(rounds, num, unit), column(rounds, den, unit)
-	if len(n) == 0 || len(d) == 0 {
-		return 0, 0, 0, false
-	}
-	var per []float64
-	for _, rd := range rounds {
-		a, okA := rd[num][unit]
-		b, okB := rd[den][unit]
-		if okA && okB && b > 0 {
-			per = append(per, a/b)
-		}
-	}
-	if len(per) == 0 {
-		return 0, 0, 0, false
-	}
-	return median(n) / median(d), slices.Min(per), slices.Max(per), true
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// num prints three significant digits or so: 187, 53.2, 1.01.
-func num(x float64) string {
-	switch {
-	case x >= 100 || x == float64(int64(x)):
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	case x >= 10:
-		return strconv.FormatFloat(x, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(x, 'f', 2, 64)
-}
-
 // frac prints a small fraction so that a non-zero one never reads as 0.
 func frac(x float64) string {
 	if x == 0 {
@@ -247,34 +203,10 @@ func frac(x float64) string {
 // sci prints a rate with three significant digits: 1.85e7, 2.2e4.
 func sci(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) }
 
-// machine describes where the figures were taken.
-func machine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	version := "redis-server not found"
+// redisVersion goes into the machine note: the Redis figures depend on it.
+func redisVersion() string {
 	if b, err := exec.Command("redis-server", "--version").Output(); err == nil {
-		version = strings.TrimSpace(string(b))
+		return strings.TrimSpace(string(b))
 	}
-	return fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d), %s, %s, %s UTC",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), model, version,
-		time.Now().UTC().Format("2006-01-02 15:04"))
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
+	return "redis-server not found"
 }

@@ -29,11 +29,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
-	"time"
+
+	"github.com/smoothrate/ratelimit/bench/internal/report"
 )
 
 // goal is one acceptance criterion: ours/peer median ns/op <= max.
@@ -63,6 +62,20 @@ var extra = [][2]string{
 }
 
 type sample struct{ ns, bytes, allocs float64 }
+
+// field makes a report.Metric of one figure of the samples in a round.
+func field(f func(sample) float64) report.Metric[map[string]sample] {
+	return func(r map[string]sample, name string) (float64, bool) {
+		s, ok := r[name]
+		return f(s), ok
+	}
+}
+
+var (
+	nsOf     = field(func(s sample) float64 { return s.ns })
+	bytesOf  = field(func(s sample) float64 { return s.bytes })
+	allocsOf = field(func(s sample) float64 { return s.allocs })
+)
 
 func main() {
 	count := flag.Int("count", 5, "rounds: the benchmarks run this many times, each with -test.count=1")
@@ -98,8 +111,8 @@ func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer
 		return fmt.Errorf("building the benchmarks: %w", err)
 	}
 
-	fmt.Fprintf(out, "<!-- %s -->\n\n", machine())
-	loadBefore := loadavg()
+	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine())
+	loadBefore := report.LoadAvg()
 	var rawAll bytes.Buffer
 	rounds := make([]map[string]sample, 0, count)
 	var order []string
@@ -125,7 +138,7 @@ func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer
 			order = names
 		}
 		rounds = append(rounds, r)
-		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, loadavg())
+		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, report.LoadAvg())
 	}
 	if rawPath != "" {
 		if err := os.WriteFile(rawPath, rawAll.Bytes(), 0o644); err != nil {
@@ -134,21 +147,21 @@ func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer
 	}
 
 	fmt.Fprintf(out, "%d rounds of -benchtime=%s; load average (1, 5, 15 min) before: %s, after: %s\n\n",
-		count, benchtime, loadBefore, loadavg())
+		count, benchtime, loadBefore, report.LoadAvg())
 	fmt.Fprintln(out, "| Benchmark | median ns/op | min | max | B/op | allocs/op |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
 	for _, name := range order {
-		ns := column(rounds, name, func(s sample) float64 { return s.ns })
-		b := column(rounds, name, func(s sample) float64 { return s.bytes })
-		a := column(rounds, name, func(s sample) float64 { return s.allocs })
+		ns := report.Column(rounds, nsOf, name)
+		b := report.Column(rounds, bytesOf, name)
+		a := report.Column(rounds, allocsOf, name)
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", name,
-			num(median(ns)), num(slices.Min(ns)), num(slices.Max(ns)), num(median(b)), num(median(a)))
+			report.Num(report.Median(ns)), report.Num(slices.Min(ns)), report.Num(slices.Max(ns)), report.Num(report.Median(b)), report.Num(report.Median(a)))
 	}
 
 	var rows []string
 	failed := 0
 	for _, g := range goals {
-		r, lo, hi, ok := ratio(rounds, g.ours, g.peer)
+		r, lo, hi, ok := report.Ratio(rounds, nsOf, g.ours, g.peer)
 		if !ok {
 			continue
 		}
@@ -159,7 +172,7 @@ func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer
 		rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | ≤ %.1f | %s |", g.ours, g.peer, r, lo, hi, g.max, met))
 	}
 	for _, e := range extra {
-		if r, lo, hi, ok := ratio(rounds, e[0], e[1]); ok {
+		if r, lo, hi, ok := report.Ratio(rounds, nsOf, e[0], e[1]); ok {
 			rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | | |", e[0], e[1], r, lo, hi))
 		}
 	}
@@ -218,84 +231,4 @@ func parse(out []byte, keepProcs bool) (map[string]sample, []string, error) {
 		return nil, nil, fmt.Errorf("no benchmark results in the output")
 	}
 	return res, names, sc.Err()
-}
-
-func column(rounds []map[string]sample, name string, f func(sample) float64) []float64 {
-	var v []float64
-	for _, r := range rounds {
-		if s, ok := r[name]; ok {
-			v = append(v, f(s))
-		}
-	}
-	return v
-}
-
-// ratio returns ours/peer of the medians and the range of per-round ratios.
-func ratio(rounds []map[string]sample, ours, peer string) (r, lo, hi float64, ok bool) {
-	ns := func(s sample) float64 { return s.ns }
-	o, p := column(rounds, ours, ns), column(rounds, peer, ns)
-	if len(o) == 0 || len(p) == 0 {
-		return 0, 0, 0, false
-	}
-	var per []float64
-	for _, rd := range rounds {
-		a, okA := rd[ours]
-		b, okB := rd[peer]
-		if okA && okB && b.ns > 0 {
-			per = append(per, a.ns/b.ns)
-		}
-	}
-	if len(per) == 0 {
-		return 0, 0, 0, false
-	}
-	return median(o) / median(p), slices.Min(per), slices.Max(per), true
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// num prints three significant digits or so: 187, 53.2, 1.01.
-func num(x float64) string {
-	switch {
-	case x >= 100 || x == float64(int64(x)):
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	case x >= 10:
-		return strconv.FormatFloat(x, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(x, 'f', 2, 64)
-}
-
-// machine describes where the figures were taken.
-func machine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d), %s, %s UTC",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), model,
-		time.Now().UTC().Format("2006-01-02 15:04"))
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

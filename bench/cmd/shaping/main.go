@@ -63,6 +63,7 @@ import (
 
 	juju "github.com/juju/ratelimit"
 	ours "github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/bench/internal/report"
 	"github.com/smoothrate/ratelimit/shape"
 	"golang.org/x/time/rate"
 )
@@ -267,7 +268,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	fmt.Printf("%s; %d reps of %v per shaper and rate; load average before: %s\n\n", runtime.Version(), *reps, *d, loadavg())
+	fmt.Printf("%s; %d reps of %v per shaper and rate; load average before: %s\n\n", runtime.Version(), *reps, *d, report.LoadAvg())
 	// results[shaper][rate] holds one result per repetition. The
 	// repetitions are the outer loop, so that a stall of the machine hits
 	// one repetition of one cell, and the median discards it.
@@ -285,7 +286,7 @@ func main() {
 				}
 				results[i][k] = append(results[i][k], res)
 				fmt.Fprintf(os.Stderr, "rep %d: %s at %s: achieved %.4f, peak %.3f (bound %.3f), longest gap %v, CPU %.2f, load %s\n",
-					rep+1, s.name, human(r), res.achieved, res.peak, res.bound, res.gap.Round(time.Microsecond), res.cpu, loadavg())
+					rep+1, s.name, human(r), res.achieved, res.peak, res.bound, res.gap.Round(time.Microsecond), res.cpu, report.LoadAvg())
 			}
 		}
 	}
@@ -303,7 +304,7 @@ func main() {
 		row := "| " + s.name + " |"
 		for _, rs := range results[i] {
 			v := collect(rs, func(r result) float64 { return r.achieved })
-			m := median(v)
+			m := report.Median(v)
 			c := fmt.Sprintf("%.4f", m)
 			if m < 0.99 || m > 1.01 {
 				c = "**" + c + "**"
@@ -324,7 +325,7 @@ func main() {
 		row := "| " + s.name + " |"
 		for _, rs := range results[i] {
 			v := collect(rs, func(r result) float64 { return r.peak })
-			m, bound := median(v), rs[0].bound
+			m, bound := report.Median(v), rs[0].bound
 			c := fmt.Sprintf("%.3f", m)
 			if len(v) > 1 {
 				c += fmt.Sprintf(" (%.3f)", slices.Max(v))
@@ -337,7 +338,7 @@ func main() {
 		}
 		fmt.Println(row)
 	}
-	fmt.Printf("\nload average after: %s\n", loadavg())
+	fmt.Printf("\nload average after: %s\n", report.LoadAvg())
 }
 
 func collect(rs []result, f func(result) float64) []float64 {
@@ -346,15 +347,6 @@ func collect(rs []result, f func(result) float64) []float64 {
 		v[i] = f(r)
 	}
 	return v
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // cpuTime is the CPU time (user + system) used by the process so far.
@@ -374,16 +366,4 @@ func human(r float64) string {
 		return strconv.FormatFloat(r/1e6, 'g', -1, 64) + " MB/s"
 	}
 	return strconv.FormatFloat(r/1e3, 'g', -1, 64) + " kB/s"
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
