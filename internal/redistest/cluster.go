@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// Cluster is a Redis Cluster of primaries only (no replicas), all on
-// loopback.
+// Cluster is a Redis Cluster on loopback: primaries only (StartCluster) or
+// primaries with replicas (StartClusterWithReplicas).
 type Cluster struct {
 	Servers []*Server
 }
@@ -113,4 +113,160 @@ func (c *Cluster) NodeForKey(t testing.TB, key string) *Server {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// StartClusterWithReplicas starts primaries (at least 3) primaries, each
+// with replicasPerPrimary replicas, joined by redis-cli --cluster create
+// --cluster-replicas. nodeTimeout is cluster-node-timeout: how long a node
+// may be unreachable before the others mark it failed and a replica of a
+// failed primary is promoted, so a short one makes failover tests quick.
+// Replicas always attempt failover (cluster-replica-validity-factor 0): a
+// freshly created replica must not refuse promotion for data age. It
+// returns once every node reports cluster_state:ok and every replica's
+// link to its primary is up, so that data written afterwards is copied
+// to a replica before the test injects a fault.
+func StartClusterWithReplicas(t testing.TB, primaries, replicasPerPrimary int, nodeTimeout time.Duration) *Cluster {
+	t.Helper()
+	if primaries < 3 {
+		t.Fatalf("redistest: a cluster needs at least 3 primaries, not %d", primaries)
+	}
+	if replicasPerPrimary < 0 || nodeTimeout < time.Millisecond {
+		t.Fatalf("redistest: %d replicas per primary, node timeout %v", replicasPerPrimary, nodeTimeout)
+	}
+	c := &Cluster{}
+	for i := 0; i < primaries*(1+replicasPerPrimary); i++ {
+		c.Servers = append(c.Servers, Start(t,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
+			"--cluster-replica-validity-factor", "0"))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPerPrimary), "--cluster-yes")
+	out, err := runCLI(c.Servers[0].cli, c.Servers[0].Port, args...)
+	if err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitOK(t)
+	c.waitReplicasLinked(t)
+	return c
+}
+
+// waitReplicasLinked polls INFO replication on every node until each
+// replica reports master_link_status:up. It fails the test after 20 s.
+func (c *Cluster) waitReplicasLinked(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok := true
+		var last string
+		for _, s := range c.Servers {
+			out, err := runCLI(s.cli, s.Port, "INFO", "replication")
+			if err != nil {
+				ok, last = false, fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
+				break
+			}
+			if strings.Contains(out, "role:slave") && !strings.Contains(out, "master_link_status:up") {
+				ok, last = false, fmt.Sprintf("replica %s: link to its primary is not up", s.Addr())
+				break
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: replicas not linked after 20 s: %s", last)
+		}
+		<-tick.C
+	}
+}
+
+// Running reports whether the server's process is running (not killed).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// WaitFailover polls the running nodes until every one of them reports
+// cluster_state:ok and one of them is a primary that serves key's slot,
+// and returns that node. It is for after a primary was killed: its
+// replica must first see it fail (cluster-node-timeout), win an election
+// and take over the slots. It fails the test if that has not happened
+// within d.
+func (c *Cluster) WaitFailover(t testing.TB, key string, d time.Duration) *Server {
+	t.Helper()
+	var live []*Server
+	for _, s := range c.Servers {
+		if s.Running() {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 {
+		t.Fatal("redistest: no node is running")
+	}
+	slotStr, err := runCLI(live[0].cli, live[0].Port, "CLUSTER", "KEYSLOT", key)
+	slot, err2 := strconv.Atoi(strings.TrimSpace(slotStr))
+	if err != nil || err2 != nil {
+		t.Fatalf("redistest: CLUSTER KEYSLOT %q: %v %q", key, err, slotStr)
+	}
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last := ""
+		var owner *Server
+		for _, s := range live {
+			out, err := runCLI(s.cli, s.Port, "CLUSTER", "INFO")
+			if err != nil || !strings.Contains(out, "cluster_state:ok") {
+				last = fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
+				owner = nil
+				break
+			}
+			nodes, err := runCLI(s.cli, s.Port, "CLUSTER", "NODES")
+			if err != nil {
+				last = fmt.Sprintf("node %s: CLUSTER NODES: %v", s.Addr(), err)
+				owner = nil
+				break
+			}
+			if ownsSlot(nodes, slot) {
+				owner = s
+			}
+		}
+		if last == "" && owner != nil {
+			return owner
+		}
+		if last == "" {
+			last = fmt.Sprintf("no running primary serves slot %d yet", slot)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: no failover within %v: %s", d, last)
+		}
+		<-tick.C
+	}
+}
+
+// ownsSlot reports whether the CLUSTER NODES output says that the node it
+// came from ("myself") is a primary serving slot.
+func ownsSlot(nodes string, slot int) bool {
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "myself") || !strings.Contains(f[2], "master") {
+			continue
+		}
+		for _, r := range f[8:] {
+			lo, hi, found := strings.Cut(r, "-")
+			if !found {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				return true
+			}
+		}
+	}
+	return false
 }
