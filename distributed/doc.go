@@ -84,5 +84,11 @@
 // live in one cluster slot, so any redis.UniversalClient works: a single
 // server, a failover client, or a Cluster. Leases are writes and always go
 // to the primary. Give the client ContextTimeoutEnabled: true so that the
-// call timeout also bounds the socket I/O.
+// call timeout also bounds the socket I/O. With a redis.ClusterClient, also
+// set ClusterStateReloadInterval to a few hundred milliseconds: go-redis
+// re-reads the slot map only on MOVED/ASK/READONLY replies or after that
+// interval (60 s by default), and a dead primary answers none of them, so
+// after a failover the limiter would otherwise stay in fallback for up to a
+// minute (TestClusterFailover: leasing resumes about 3 s after the kill with
+// 250 ms).
 package distributed
