@@ -525,6 +525,11 @@ func TestParseRedisURL(t *testing.T) {
 		case *redis.ClusterClient:
 			o := cl.Options()
 			addrs, user, pass, tls, ctxTimeout = o.Addrs, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled
+			// A failover must be noticed within a second, not the
+			// go-redis default of 60 s.
+			if o.ClusterStateReloadInterval <= 0 || o.ClusterStateReloadInterval > time.Second {
+				t.Errorf("%s: ClusterStateReloadInterval %v, want (0, 1s]", c.url, o.ClusterStateReloadInterval)
+			}
 		}
 		_ = client.Close()
 		_, isCluster := client.(*redis.ClusterClient)

@@ -168,6 +168,13 @@ func parseRedisURL(s string) (newClient func() redis.UniversalClient, where stri
 	if opt.DialerRetries == 0 {
 		opt.DialerRetries = 1
 	}
+	// go-redis re-reads the slot map only on MOVED/ASK replies or every
+	// 60 s by default; a dead primary sends neither, so without this a
+	// failover would leave the command alone at its fallback share for up
+	// to a minute (see distributed's TestClusterFailover).
+	if opt.ClusterStateReloadInterval == 0 {
+		opt.ClusterStateReloadInterval = 250 * time.Millisecond
+	}
 	return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, strings.Join(opt.Addrs, ","), nil
 }
 
