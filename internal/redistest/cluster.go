@@ -28,24 +28,7 @@ func (c *Cluster) Addrs() []string {
 // cluster_state:ok. The nodes are killed when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	if n < 3 {
-		t.Fatalf("redistest: a cluster needs at least 3 primaries, not %d", n)
-	}
-	c := &Cluster{}
-	for i := 0; i < n; i++ {
-		c.Servers = append(c.Servers, Start(t,
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "15000"))
-	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := runCLI(c.Servers[0].cli, c.Servers[0].Port, args...)
-	if err != nil {
-		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
-	}
-	c.WaitOK(t)
-	return c
+	return StartClusterWithReplicas(t, n, 0, 15*time.Second)
 }
 
 // WaitOK polls CLUSTER INFO on every node until each reports
@@ -53,24 +36,31 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // gossip rounds). It fails the test after 20 s.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok := true
-		var last string
+	poll(t, 20*time.Second, "cluster not ok", func() string {
 		for _, s := range c.Servers {
 			out, err := runCLI(s.cli, s.Port, "CLUSTER", "INFO")
 			if err != nil || !strings.Contains(out, "cluster_state:ok") {
-				ok, last = false, fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
-				break
+				return fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
 			}
 		}
-		if ok {
+		return ""
+	})
+}
+
+// poll calls try every 20 ms until it returns "" (done), and fails the test
+// with try's last complaint, prefixed by what, once d has passed.
+func poll(t testing.TB, d time.Duration, what string, try func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last := try()
+		if last == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not ok after 20 s: %s", last)
+			t.Fatalf("redistest: %s after %v: %s", what, d, last)
 		}
 		<-tick.C
 	}
@@ -85,25 +75,8 @@ func (c *Cluster) NodeForKey(t testing.TB, key string) *Server {
 		t.Fatalf("redistest: CLUSTER KEYSLOT %q: %q", key, slotStr)
 	}
 	for _, s := range c.Servers {
-		// The node that owns the slot reports itself as "myself" in
-		// CLUSTER NODES with the slot range.
-		nodes := s.CLI("CLUSTER", "NODES")
-		for _, line := range strings.Split(nodes, "\n") {
-			f := strings.Fields(line)
-			if len(f) < 9 || !strings.Contains(f[2], "myself") {
-				continue
-			}
-			for _, r := range f[8:] {
-				lo, hi, found := strings.Cut(r, "-")
-				if !found {
-					hi = lo
-				}
-				a, err1 := strconv.Atoi(lo)
-				b, err2 := strconv.Atoi(hi)
-				if err1 == nil && err2 == nil && a <= slot && slot <= b {
-					return s
-				}
-			}
+		if ownsSlot(s.CLI("CLUSTER", "NODES"), slot) {
+			return s
 		}
 	}
 	t.Fatalf("redistest: no node owns slot %d", slot)
@@ -156,31 +129,18 @@ func StartClusterWithReplicas(t testing.TB, primaries, replicasPerPrimary int, n
 // replica reports master_link_status:up. It fails the test after 20 s.
 func (c *Cluster) waitReplicasLinked(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok := true
-		var last string
+	poll(t, 20*time.Second, "replicas not linked", func() string {
 		for _, s := range c.Servers {
 			out, err := runCLI(s.cli, s.Port, "INFO", "replication")
 			if err != nil {
-				ok, last = false, fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
-				break
+				return fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
 			}
 			if strings.Contains(out, "role:slave") && !strings.Contains(out, "master_link_status:up") {
-				ok, last = false, fmt.Sprintf("replica %s: link to its primary is not up", s.Addr())
-				break
+				return fmt.Sprintf("replica %s: link to its primary is not up", s.Addr())
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: replicas not linked after 20 s: %s", last)
-		}
-		<-tick.C
-	}
+		return ""
+	})
 }
 
 // Running reports whether the server's process is running (not killed).
@@ -212,40 +172,28 @@ func (c *Cluster) WaitFailover(t testing.TB, key string, d time.Duration) *Serve
 	if err != nil || err2 != nil {
 		t.Fatalf("redistest: CLUSTER KEYSLOT %q: %v %q", key, err, slotStr)
 	}
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		last := ""
-		var owner *Server
+	var owner *Server
+	poll(t, d, "no failover", func() string {
+		owner = nil
 		for _, s := range live {
 			out, err := runCLI(s.cli, s.Port, "CLUSTER", "INFO")
 			if err != nil || !strings.Contains(out, "cluster_state:ok") {
-				last = fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
-				owner = nil
-				break
+				return fmt.Sprintf("node %s: %v %s", s.Addr(), err, firstLine(out))
 			}
 			nodes, err := runCLI(s.cli, s.Port, "CLUSTER", "NODES")
 			if err != nil {
-				last = fmt.Sprintf("node %s: CLUSTER NODES: %v", s.Addr(), err)
-				owner = nil
-				break
+				return fmt.Sprintf("node %s: CLUSTER NODES: %v", s.Addr(), err)
 			}
 			if ownsSlot(nodes, slot) {
 				owner = s
 			}
 		}
-		if last == "" && owner != nil {
-			return owner
+		if owner == nil {
+			return fmt.Sprintf("no running primary serves slot %d yet", slot)
 		}
-		if last == "" {
-			last = fmt.Sprintf("no running primary serves slot %d yet", slot)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: no failover within %v: %s", d, last)
-		}
-		<-tick.C
-	}
+		return ""
+	})
+	return owner
 }
 
 // ownsSlot reports whether the CLUSTER NODES output says that the node it
