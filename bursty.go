@@ -27,7 +27,7 @@ func NewBursty(permitsPerSecond float64, opts ...Option) (*Limiter, error) {
 	if cfg.setCold {
 		return nil, fmt.Errorf("%w: WithColdFactor on a bursty limiter", ErrInvalidOption)
 	}
-	return newLimiter(cfg, func(tps float64) smooth.Limiter {
+	return newLimiter(cfg, func(tps float64) smooth.Engine {
 		e := smooth.NewBursty(tps, cfg.maxBurstSeconds, permitsPerSecond, 0)
 		if cfg.full {
 			e.Fill()

@@ -58,7 +58,7 @@ var _ Acquirer = (*Limiter)(nil)
 // Guava).
 type Limiter struct {
 	mu sync.Mutex
-	e  smooth.Limiter
+	e  smooth.Engine
 
 	// nextFree mirrors e.NextFreeTicket() so that a TryAcquire that must
 	// fail can say so without taking the lock. It is written under mu.
@@ -69,7 +69,7 @@ type Limiter struct {
 	tick  time.Duration // 1 ns, or 1 µs in Guava mode
 }
 
-func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Limiter) *Limiter {
+func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *Limiter {
 	l := &Limiter{clock: cfg.clock, tick: cfg.resolution}
 	if _, ok := l.clock.(SystemClock); ok {
 		l.clock = nil

@@ -35,7 +35,7 @@ func NewWarmingUp(permitsPerSecond float64, warmup time.Duration, opts ...Option
 	if cfg.setBurst || cfg.setFull {
 		return nil, fmt.Errorf("%w: burst options on a warming-up limiter", ErrInvalidOption)
 	}
-	return newLimiter(cfg, func(tps float64) smooth.Limiter {
+	return newLimiter(cfg, func(tps float64) smooth.Engine {
 		return smooth.NewWarmingUp(tps, int64(warmup/cfg.resolution), cfg.coldFactor, permitsPerSecond, 0)
 	}), nil
 }
