@@ -27,3 +27,9 @@ var (
 	// (a cold factor for a bursty limiter, say).
 	ErrInvalidOption = errors.New("ratelimit: option does not apply to this limiter")
 )
+
+// ErrNotInitialized: a limiter or wrapper was declared but never made by its
+// constructor (its zero value). Its methods refuse rather than panic or let
+// everything through. Package distributed and package shape report their
+// zero values with it too.
+var ErrNotInitialized = errors.New("ratelimit: zero value used: make limiters and wrappers with their constructors")

@@ -33,8 +33,10 @@ type Acquirer interface {
 var _ Acquirer = (*Limiter)(nil)
 
 // Limiter hands out permits at a smooth rate, the way Guava's RateLimiter
-// does. Make one with NewBursty or NewWarmingUp; the zero value is not
-// usable (it has no resolution and no rate).
+// does. Make one with NewBursty or NewWarmingUp. The zero value has no
+// resolution and no rate: it refuses every request (TryAcquire and Reserve
+// fail, Acquire and SetRate return an error wrapping ErrNotInitialized)
+// rather than panic or let everything through.
 //
 // The model. The limiter knows when the next request may proceed
 // (nextFreeTicket) and keeps a store of permits saved up while it was idle.
@@ -83,6 +85,14 @@ func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *L
 	l.nextFree.Store(l.e.NextFreeTicket())
 	return l
 }
+
+// errZero is what the methods of a zero Limiter return.
+var errZero = fmt.Errorf("%w: ratelimit.Limiter (use NewBursty or NewWarmingUp)", ErrNotInitialized)
+
+// made reports whether a constructor made l: only then is its tick set.
+// Every method checks it before converting a time to ticks, which would
+// divide by the zero tick.
+func (l *Limiter) made() bool { return l.tick != 0 }
 
 func checkRate(permitsPerSecond float64) error {
 	if !(permitsPerSecond > 0) { // also catches NaN
@@ -182,6 +192,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	if permits <= 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidPermits, permits)
 	}
+	if !l.made() {
+		return 0, errZero
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -225,9 +238,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 // not at the number of permits ("pay later"): on an idle limiter
 // TryAcquire(1000, 0) succeeds and pushes the following requests back by
 // 1000 permits' worth. A negative timeout counts as 0; permits <= 0 is
-// refused.
+// refused, and so is every request to a zero Limiter.
 func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
-	if permits <= 0 {
+	if permits <= 0 || !l.made() {
 		return false
 	}
 	// Load nextFree before reading the clock: a refusal then compares the
@@ -270,7 +283,7 @@ type Reservation struct {
 }
 
 // OK reports whether the reservation was made (false only for invalid
-// permits).
+// permits or a zero Limiter).
 func (r Reservation) OK() bool { return r.ok }
 
 // Delay is how long to wait, from the moment of the reservation, before
@@ -297,7 +310,7 @@ func (r Reservation) Cancel() bool {
 // its Delay, then use the permits, or Cancel it. For event loops that
 // schedule their own work.
 func (l *Limiter) Reserve(permits int) Reservation {
-	if permits <= 0 {
+	if permits <= 0 || !l.made() {
 		return Reservation{}
 	}
 	el := l.elapsed()
@@ -319,6 +332,9 @@ func (l *Limiter) SetRate(permitsPerSecond float64) error {
 	if err := checkRate(permitsPerSecond); err != nil {
 		return err
 	}
+	if !l.made() {
+		return errZero
+	}
 	now := l.ticks(l.elapsed())
 	l.mu.Lock()
 	l.e.SetRate(permitsPerSecond, now)
@@ -329,8 +345,11 @@ func (l *Limiter) SetRate(permitsPerSecond float64) error {
 
 // Rate returns the stable rate in permits per second. Like Guava it is
 // computed back from the stable interval, so it may differ from the value
-// given in the last ulp.
+// given in the last ulp. A zero Limiter's rate is 0.
 func (l *Limiter) Rate() float64 {
+	if !l.made() {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.e.Rate()
@@ -351,8 +370,12 @@ type Snapshot struct {
 	Elapsed time.Duration
 }
 
-// Snapshot returns the limiter's state now, without changing it.
+// Snapshot returns the limiter's state now, without changing it (the zero
+// Snapshot for a zero Limiter).
 func (l *Limiter) Snapshot() Snapshot {
+	if !l.made() {
+		return Snapshot{}
+	}
 	el := l.elapsed()
 	now := l.ticks(el)
 	l.mu.Lock()
