@@ -223,15 +223,24 @@ func (e *Engine) Reserve(permits int, now int64) (moment int64, undo Undo) {
 	undo = Undo{storedPermits: e.storedPermits, nextFreeTicket: e.nextFreeTicket}
 	requested := float64(permits)
 	storedToSpend := min(requested, e.storedPermits)
-	freshPermits := requested - storedToSpend
-	wait := javaLong(float64(freshPermits * e.stableInterval))
+	// When the stored permits cover the request (the usual case of a
+	// limiter faster than its callers), the fresh price is Guava's
+	// (long)(0 × stableInterval): 0 for every interval, +Inf included
+	// ((long)NaN is 0 too), so skipping it changes no bit. NaN stored
+	// permits make freshPermits NaN, which takes the general path.
+	var wait int64
+	if freshPermits := requested - storedToSpend; freshPermits != 0 {
+		wait = javaLong(float64(freshPermits * e.stableInterval))
+	}
 	if e.kind != Bursty { // a bursty limiter's stored permits are free
 		// Saturating, unlike Guava's plain long sum: a saturated fresh
 		// price plus a stored one must not wrap to a negative wait
 		// (found by FuzzLimiter at 1e-9 permits/s).
 		wait = saturatedAdd(e.storedPermitsToWaitTime(e.storedPermits, storedToSpend), wait)
 	}
-	e.nextFreeTicket = saturatedAdd(e.nextFreeTicket, wait)
+	if wait != 0 {
+		e.nextFreeTicket = saturatedAdd(e.nextFreeTicket, wait)
+	}
 	e.storedPermits -= storedToSpend
 	e.version++
 	undo.version = e.version
