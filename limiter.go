@@ -362,6 +362,14 @@ type Snapshot struct {
 	StoredPermits  float64       // as of the snapshot's moment
 	MaxPermits     float64       // cap on StoredPermits
 	StableInterval time.Duration // cost of one permit at the stable rate
+	// ColdInterval is the cost of a stored permit when the store is full
+	// (a warming-up limiter's coldest price: StableInterval × its cold
+	// factor); 0 for a bursty limiter, whose stored permits are free.
+	ColdInterval time.Duration
+	// ThresholdPermits is the level of stored permits above which a
+	// warming-up limiter prices them dearer than fresh ones; 0 for a
+	// bursty limiter.
+	ThresholdPermits float64
 	// NextFree is how long from the snapshot's moment until the next
 	// request may proceed (0 when it may proceed now).
 	NextFree time.Duration
@@ -380,14 +388,21 @@ func (l *Limiter) Snapshot() Snapshot {
 	now := l.ticks(el)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	tick := float64(l.tick)
+	var cold time.Duration
+	if l.e.Kind() == smooth.WarmingUp {
+		cold = saturatedDuration(l.e.StableInterval() * l.e.ColdFactor() * tick)
+	}
 	return Snapshot{
-		Kind:           l.e.Kind(),
-		Rate:           l.e.Rate(),
-		StoredPermits:  l.e.StoredPermitsAt(now),
-		MaxPermits:     l.e.MaxPermits(),
-		StableInterval: saturatedDuration(l.e.StableInterval() * float64(l.tick)),
-		NextFree:       l.duration(waitTicks(l.e.NextFreeTicket(), now)),
-		Elapsed:        el,
+		Kind:             l.e.Kind(),
+		Rate:             l.e.Rate(),
+		StoredPermits:    l.e.StoredPermitsAt(now),
+		MaxPermits:       l.e.MaxPermits(),
+		StableInterval:   saturatedDuration(l.e.StableInterval() * tick),
+		ColdInterval:     cold,
+		ThresholdPermits: l.e.ThresholdPermits(),
+		NextFree:         l.duration(waitTicks(l.e.NextFreeTicket(), now)),
+		Elapsed:          el,
 	}
 }
 

@@ -16,6 +16,19 @@ type optionFunc func(*config) error
 
 func (f optionFunc) apply(c *config) error { return f(c) }
 
+// The defaults of the limiters' shapes: Guava's fixed values, and so those
+// of package distributed and of the ratelimit command too.
+const (
+	// DefaultMaxBurstSeconds is how many seconds of unused permits a
+	// bursty limiter stores unless WithMaxBurstSeconds says otherwise
+	// (Guava's RateLimiter.create(rate)).
+	DefaultMaxBurstSeconds = 1.0
+	// DefaultColdFactor is how many times slower than the stable rate a
+	// cold warming-up limiter starts unless WithColdFactor says otherwise
+	// (Guava's RateLimiter.create(rate, warmup)).
+	DefaultColdFactor = 3.0
+)
+
 // config holds every knob with its default; buildConfig is the only place
 // defaults are set.
 type config struct {
@@ -32,8 +45,8 @@ type config struct {
 func buildConfig(opts []Option) (config, error) {
 	c := config{
 		resolution:      time.Nanosecond,
-		maxBurstSeconds: 1.0, // Guava's create(rate)
-		coldFactor:      3.0, // Guava's create(rate, warmup)
+		maxBurstSeconds: DefaultMaxBurstSeconds,
+		coldFactor:      DefaultColdFactor,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -65,7 +78,8 @@ func WithClock(c Clock) Option {
 }
 
 // WithMaxBurstSeconds sets how many seconds' worth of unused permits a bursty
-// limiter stores (Guava's maxBurstSeconds, fixed at 1 there). 0 makes a strict
+// limiter stores (Guava's maxBurstSeconds, fixed at DefaultMaxBurstSeconds =
+// 1 there). 0 makes a strict
 // metronome. It must be finite and not negative. Bursty limiters only.
 func WithMaxBurstSeconds(seconds float64) Option {
 	return optionFunc(func(cfg *config) error {
@@ -89,7 +103,8 @@ func WithInitiallyFull() Option {
 
 // WithColdFactor sets how much slower than the stable rate a cold
 // warming-up limiter starts: the throttling interval of a full bucket is
-// coldFactor × the stable interval. Default 3 (Guava's fixed value). It must
+// coldFactor × the stable interval. Default DefaultColdFactor (3, Guava's
+// fixed value). It must
 // be finite and at least 1. Warming-up limiters only.
 func WithColdFactor(coldFactor float64) Option {
 	return optionFunc(func(cfg *config) error {
