@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/check"
+	"github.com/smoothrate/ratelimit/internal/sat"
 	"github.com/smoothrate/ratelimit/smooth"
 )
 
@@ -94,13 +96,6 @@ var errZero = fmt.Errorf("%w: ratelimit.Limiter (use NewBursty or NewWarmingUp)"
 // divide by the zero tick.
 func (l *Limiter) made() bool { return l.tick != 0 }
 
-func checkRate(permitsPerSecond float64) error {
-	if !(permitsPerSecond > 0) { // also catches NaN
-		return fmt.Errorf("%w: %v", ErrInvalidRate, permitsPerSecond)
-	}
-	return nil
-}
-
 // elapsed reads the clock once: the time since the limiter's origin.
 func (l *Limiter) elapsed() time.Duration {
 	if l.clock == nil {
@@ -119,15 +114,7 @@ func (l *Limiter) ticks(d time.Duration) int64 {
 }
 
 // duration converts engine ticks to a Duration, saturating.
-func (l *Limiter) duration(ticks int64) time.Duration {
-	if l.tick == time.Nanosecond {
-		return time.Duration(ticks)
-	}
-	if ticks > int64(math.MaxInt64/l.tick) {
-		return math.MaxInt64
-	}
-	return time.Duration(ticks) * l.tick
-}
+func (l *Limiter) duration(ticks int64) time.Duration { return sat.Scale(ticks, l.tick) }
 
 // present returns el and now, read again if they are older than the next
 // free ticket. l.mu must be held.
@@ -145,21 +132,6 @@ func (l *Limiter) present(el time.Duration, now int64) (time.Duration, int64) {
 	}
 	el = l.elapsed()
 	return el, l.ticks(el)
-}
-
-// waitTicks is how long from now until moment, never negative. It
-// saturates: with the clock stepped back before the limiter's origin (now <
-// 0) and nextFreeTicket saturated at math.MaxInt64 by a vanishing rate, the
-// plain difference overflows to a negative number, which read as "no wait"
-// (found by FuzzLimiter).
-func waitTicks(moment, now int64) int64 {
-	if moment <= now {
-		return 0
-	}
-	if d := moment - now; d > 0 {
-		return d
-	}
-	return math.MaxInt64
 }
 
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
@@ -204,7 +176,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	l.mu.Lock()
 	el, now = l.present(el, now)
 	if deadline, ok := ctx.Deadline(); ok {
-		wait := l.duration(waitTicks(l.e.NextFreeTicket(), now))
+		wait := l.duration(sat.Wait(l.e.NextFreeTicket(), now))
 		// deadline.Sub saturates; (deadline − start) − el could
 		// overflow with the two far apart on either side of the origin.
 		if wait > 0 && wait > deadline.Sub(l.start.Add(el)) {
@@ -216,7 +188,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
 
-	wait := l.duration(waitTicks(moment, now))
+	wait := l.duration(sat.Wait(moment, now))
 	if wait == 0 && l.clock == nil {
 		return 0, nil
 	}
@@ -320,7 +292,7 @@ func (l *Limiter) Reserve(permits int) Reservation {
 	moment, undo := l.e.Reserve(permits, now)
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
-	return Reservation{lim: l, undo: undo, wait: l.duration(waitTicks(moment, now)), ok: true}
+	return Reservation{lim: l, undo: undo, wait: l.duration(sat.Wait(moment, now)), ok: true}
 }
 
 // SetRate changes the stable rate. As in Guava, the stored permits are first
@@ -329,7 +301,7 @@ func (l *Limiter) Reserve(permits int) Reservation {
 // already sleeping keep their waits. A rate that is zero, negative or NaN
 // is an error that wraps ErrInvalidRate; +Inf means unlimited.
 func (l *Limiter) SetRate(permitsPerSecond float64) error {
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return err
 	}
 	if !l.made() {
@@ -391,34 +363,19 @@ func (l *Limiter) Snapshot() Snapshot {
 	tick := float64(l.tick)
 	var cold time.Duration
 	if l.e.Kind() == smooth.WarmingUp {
-		cold = saturatedDuration(l.e.StableInterval() * l.e.ColdFactor() * tick)
+		cold = sat.Duration(l.e.StableInterval() * l.e.ColdFactor() * tick)
 	}
 	return Snapshot{
 		Kind:             l.e.Kind(),
 		Rate:             l.e.Rate(),
 		StoredPermits:    l.e.StoredPermitsAt(now),
 		MaxPermits:       l.e.MaxPermits(),
-		StableInterval:   saturatedDuration(l.e.StableInterval() * tick),
+		StableInterval:   sat.Duration(l.e.StableInterval() * tick),
 		ColdInterval:     cold,
 		ThresholdPermits: l.e.ThresholdPermits(),
-		NextFree:         l.duration(waitTicks(l.e.NextFreeTicket(), now)),
+		NextFree:         l.duration(sat.Wait(l.e.NextFreeTicket(), now)),
 		Elapsed:          el,
 	}
-}
-
-// saturatedDuration converts nanoseconds to a Duration, clamping what does
-// not fit (an infinite interval at a vanishing rate) instead of letting Go's
-// implementation-defined conversion turn it negative.
-func saturatedDuration(ns float64) time.Duration {
-	switch {
-	case ns != ns:
-		return 0
-	case ns >= math.MaxInt64:
-		return math.MaxInt64
-	case ns <= math.MinInt64:
-		return math.MinInt64
-	}
-	return time.Duration(ns)
 }
 
 // String describes the limiter like Guava's toString:

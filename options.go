@@ -2,9 +2,9 @@ package ratelimit
 
 import (
 	"fmt"
-	"math"
-	"reflect"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/check"
 )
 
 // An Option configures a limiter made by NewBursty or NewWarmingUp.
@@ -64,13 +64,8 @@ func buildConfig(opts []Option) (config, error) {
 // run a limiter in simulated time.
 func WithClock(c Clock) Option {
 	return optionFunc(func(cfg *config) error {
-		if c == nil {
-			return ErrInvalidClock
-		}
-		// A typed nil, such as (*clocktest.Fake)(nil), is not == nil but
-		// would panic on the first Now.
-		if v := reflect.ValueOf(c); isNilable(v.Kind()) && v.IsNil() {
-			return fmt.Errorf("%w: %T(nil)", ErrInvalidClock, c)
+		if err := check.Clock(c); err != nil {
+			return err
 		}
 		cfg.clock = c
 		return nil
@@ -83,8 +78,8 @@ func WithClock(c Clock) Option {
 // metronome. It must be finite and not negative. Bursty limiters only.
 func WithMaxBurstSeconds(seconds float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < 0 {
-			return fmt.Errorf("%w: %v", ErrInvalidBurst, seconds)
+		if err := check.MaxBurstSeconds(seconds); err != nil {
+			return err
 		}
 		cfg.maxBurstSeconds, cfg.setBurst = seconds, true
 		return nil
@@ -108,8 +103,8 @@ func WithInitiallyFull() Option {
 // be finite and at least 1. Warming-up limiters only.
 func WithColdFactor(coldFactor float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(coldFactor) || math.IsInf(coldFactor, 0) || coldFactor < 1 {
-			return fmt.Errorf("%w: %v", ErrInvalidColdFactor, coldFactor)
+		if err := check.ColdFactor(coldFactor); err != nil {
+			return err
 		}
 		cfg.coldFactor, cfg.setCold = coldFactor, true
 		return nil
@@ -130,12 +125,4 @@ func WithResolution(d time.Duration) Option {
 		cfg.resolution = d
 		return nil
 	})
-}
-
-func isNilable(k reflect.Kind) bool {
-	switch k {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return true
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/check"
 	"github.com/smoothrate/ratelimit/smooth"
 )
 
@@ -22,10 +23,10 @@ import (
 // +Inf means unlimited. WithMaxBurstSeconds and WithInitiallyFull do not
 // apply and are errors.
 func NewWarmingUp(permitsPerSecond float64, warmup time.Duration, opts ...Option) (*Limiter, error) {
-	if warmup < 0 {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidWarmup, warmup)
+	if err := check.Warmup(warmup); err != nil {
+		return nil, err
 	}
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return nil, err
 	}
 	cfg, err := buildConfig(opts)

@@ -1,6 +1,10 @@
 package smooth
 
-import "math"
+import (
+	"math"
+
+	"github.com/smoothrate/ratelimit/internal/sat"
+)
 
 // Kind tells which of Guava's two SmoothRateLimiter flavours an engine is.
 type Kind uint8
@@ -236,10 +240,10 @@ func (e *Engine) Reserve(permits int, now int64) (moment int64, undo Undo) {
 		// Saturating, unlike Guava's plain long sum: a saturated fresh
 		// price plus a stored one must not wrap to a negative wait
 		// (found by FuzzLimiter at 1e-9 permits/s).
-		wait = saturatedAdd(e.storedPermitsToWaitTime(e.storedPermits, storedToSpend), wait)
+		wait = sat.Add(e.storedPermitsToWaitTime(e.storedPermits, storedToSpend), wait)
 	}
 	if wait != 0 {
-		e.nextFreeTicket = saturatedAdd(e.nextFreeTicket, wait)
+		e.nextFreeTicket = sat.Add(e.nextFreeTicket, wait)
 	}
 	e.storedPermits -= storedToSpend
 	e.version++
@@ -251,7 +255,7 @@ func (e *Engine) Reserve(permits int, now int64) (moment int64, undo Undo) {
 // (never negative): Guava's reserveAndGetWaitLength.
 func (e *Engine) ReserveWait(permits int, now int64) int64 {
 	moment, _ := e.Reserve(permits, now)
-	return max(saturatedSub(moment, now), 0)
+	return sat.Wait(moment, now)
 }
 
 // Cancel gives back the reservation described by u if it is still the most
@@ -281,7 +285,7 @@ func (e *Engine) storedPermitsToWaitTime(stored, k float64) int64 {
 		ticks = javaLong(take * length / 2.0) // the trapezoid
 		k -= take
 	}
-	return saturatedAdd(ticks, javaLong(float64(e.stableInterval*k))) // the rectangle
+	return sat.Add(ticks, javaLong(float64(e.stableInterval*k))) // the rectangle
 }
 
 // permitsToTime is the throttling interval at p permits above the
@@ -300,7 +304,7 @@ func (e *Engine) NextFreeTicket() int64 { return e.nextFreeTicket }
 // Like Guava it looks only at when the next request may start, not at the
 // number of permits.
 func (e *Engine) CanAcquire(now, timeout int64) bool {
-	return saturatedSub(e.nextFreeTicket, max(timeout, 0)) <= now
+	return sat.Sub(e.nextFreeTicket, max(timeout, 0)) <= now
 }
 
 // StoredPermits returns the permits saved so far (as of the last resync).
