@@ -116,7 +116,7 @@ func (l *Limiter) ticks(d time.Duration) int64 {
 // duration converts engine ticks to a Duration, saturating.
 func (l *Limiter) duration(ticks int64) time.Duration { return sat.Scale(ticks, l.tick) }
 
-// present returns el and now, read again if they are older than the next
+// rereadIfStale returns el and now, read again if they are older than the next
 // free ticket. l.mu must be held.
 //
 // The clock is read before taking the lock, to keep the read out of the
@@ -126,7 +126,7 @@ func (l *Limiter) duration(ticks int64) time.Duration { return sat.Scale(ticks, 
 // already passed (up to a whole timer tick of sleep for nothing). Only a
 // reading older than nextFreeTicket can be affected, so only then is the
 // clock read again, under the lock, as Guava always does.
-func (l *Limiter) present(el time.Duration, now int64) (time.Duration, int64) {
+func (l *Limiter) rereadIfStale(el time.Duration, now int64) (time.Duration, int64) {
 	if now >= l.e.NextFreeTicket() {
 		return el, now
 	}
@@ -174,7 +174,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	now := l.ticks(el)
 
 	l.mu.Lock()
-	el, now = l.present(el, now)
+	el, now = l.rereadIfStale(el, now)
 	if deadline, ok := ctx.Deadline(); ok {
 		wait := l.duration(sat.Wait(l.e.NextFreeTicket(), now))
 		// deadline.Sub saturates; (deadline − start) − el could
@@ -228,7 +228,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		return false // nextFree >= 0 and to >= 0: no overflow
 	}
 	l.mu.Lock()
-	_, now = l.present(el, now)
+	_, now = l.rereadIfStale(el, now)
 	if !l.e.CanAcquire(now, to) {
 		l.mu.Unlock()
 		return false
@@ -288,7 +288,7 @@ func (l *Limiter) Reserve(permits int) Reservation {
 	el := l.elapsed()
 	now := l.ticks(el)
 	l.mu.Lock()
-	_, now = l.present(el, now)
+	_, now = l.rereadIfStale(el, now)
 	moment, undo := l.e.Reserve(permits, now)
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
