@@ -142,6 +142,8 @@ type DeadlineError struct {
 	Cause error // the limiter's error, or context.DeadlineExceeded
 }
 
+// Error reads like a net.Conn's i/o timeout, naming the rate limit as the
+// reason; the cause is reached through Unwrap.
 func (e *DeadlineError) Error() string {
 	return "shape: i/o timeout: the rate limit's wait would pass the deadline"
 }

@@ -72,7 +72,7 @@ func TestParseRateErrors(t *testing.T) {
 		{"1e999", shape.ErrRange}, // a number, too large: not a syntax error
 		{"5 k B", shape.ErrSyntax},
 		{"1_000", shape.ErrSyntax},
-		{strings.Repeat("1", 401), shape.ErrSyntax}, // longer than maxUnitInput
+		{strings.Repeat("1", 401), shape.ErrSyntax}, // longer than the unit parser's 400-character bound
 		{"0", shape.ErrRange},
 		{"0k/s", shape.ErrRange},
 		{"-5k", shape.ErrRange},

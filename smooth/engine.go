@@ -19,6 +19,8 @@ const (
 	WarmingUp
 )
 
+// String names the flavour as Guava's class does: "SmoothBursty" or
+// "SmoothWarmingUp".
 func (k Kind) String() string {
 	if k == WarmingUp {
 		return "SmoothWarmingUp"

@@ -609,7 +609,7 @@ func TestRateRoundTrip(t *testing.T) {
 }
 
 // E12: 1e-10 qps and acquire(Integer.MAX_VALUE): (long)(2.1e25) saturates,
-// nextFreeTicket sticks at Long.MAX_VALUE (saturatedAdd), and the next
+// nextFreeTicket sticks at Long.MAX_VALUE (sat.Add), and the next
 // request would wait Long.MAX_VALUE - now.
 func TestSaturatedBooking(t *testing.T) {
 	for _, m := range modes {

@@ -48,6 +48,8 @@ type Error struct {
 	Err   error
 }
 
+// Error is the quoted input (cut at 20 characters) and what is wrong with
+// it, with no package prefix: `"1e999": exponent too large`.
 func (e *Error) Error() string {
 	in := e.Input
 	if len(in) > 24 {
@@ -56,6 +58,7 @@ func (e *Error) Error() string {
 	return strconv.Quote(in) + ": " + e.Why
 }
 
+// Unwrap returns ErrSyntax or ErrRange.
 func (e *Error) Unwrap() error { return e.Err }
 
 func syntax(in, why string) error     { return &Error{Input: in, Why: why, Err: ErrSyntax} }
