@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/sat"
 )
 
 // reply is lease.lua's answer, with its µs durations converted.
@@ -139,17 +140,9 @@ func parseReply(v []string) (reply, error) {
 		}
 	}
 	r.granted = us[0]
-	r.wait = fromMicros(us[1])
-	r.ahead = fromMicros(us[2])
-	r.validity = fromMicros(us[3])
+	r.wait = sat.Scale(us[1], time.Microsecond)
+	r.ahead = sat.Scale(us[2], time.Microsecond)
+	r.validity = sat.Scale(us[3], time.Microsecond)
 	r.processes = int(min(n, 1<<31))
 	return r, nil
-}
-
-// fromMicros converts µs to a Duration, saturating instead of wrapping.
-func fromMicros(us int64) time.Duration {
-	if us > int64(math.MaxInt64/time.Microsecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(us) * time.Microsecond
 }

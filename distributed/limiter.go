@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/check"
+	"github.com/smoothrate/ratelimit/internal/sat"
 )
 
 var _ ratelimit.Acquirer = (*Limiter)(nil)
@@ -108,7 +110,7 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	if name == "" || len(name) > 200 || containsAny(name, "{}") {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return nil, err
 	}
 	cfg, err := buildConfig(opts)
@@ -154,13 +156,6 @@ func containsAny(s, chars string) bool {
 	return false
 }
 
-func checkRate(r float64) error {
-	if !(r > 0) {
-		return fmt.Errorf("%w: %v", ratelimit.ErrInvalidRate, r)
-	}
-	return nil
-}
-
 // elapsed reads the local clock: the time since the limiter was made.
 func (l *Limiter) elapsed() time.Duration {
 	if l.clock == nil {
@@ -181,7 +176,7 @@ func (l *Limiter) localDeadline(ctx context.Context, now time.Duration) time.Dur
 	} else {
 		left = d.Sub(l.clock.Now())
 	}
-	return satAdd(now, left)
+	return time.Duration(sat.Add(int64(now), int64(left)))
 }
 
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
@@ -199,17 +194,6 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func satAdd(a, b time.Duration) time.Duration {
-	s := a + b
-	if b > 0 && s < a {
-		return math.MaxInt64
-	}
-	if b < 0 && s > a {
-		return math.MinInt64
-	}
-	return s
 }
 
 // Rate returns the fleet's rate as this process last learnt it from Redis

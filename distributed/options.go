@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/check"
 )
 
 // An Option configures a Limiter made by New.
@@ -73,8 +74,8 @@ type config struct {
 
 func buildConfig(opts []Option) (config, error) {
 	c := config{
-		coldFactor:      3.0,
-		maxBurstSeconds: 1.0,
+		coldFactor:      ratelimit.DefaultColdFactor,
+		maxBurstSeconds: ratelimit.DefaultMaxBurstSeconds,
 		leaseDuration:   100 * time.Millisecond,
 		callTimeout:     50 * time.Millisecond,
 		policy:          FailOpen,
@@ -116,8 +117,8 @@ func buildConfig(opts []Option) (config, error) {
 // with c.Now(), as in the root package.
 func WithClock(c ratelimit.Clock) Option {
 	return optionFunc(func(cfg *config) error {
-		if c == nil {
-			return ratelimit.ErrInvalidClock
+		if err := check.Clock(c); err != nil {
+			return err
 		}
 		cfg.clock = c
 		return nil
@@ -130,8 +131,8 @@ func WithClock(c ratelimit.Clock) Option {
 // stores nothing. Negative is an error wrapping ratelimit.ErrInvalidWarmup.
 func WithWarmup(period time.Duration) Option {
 	return optionFunc(func(cfg *config) error {
-		if period < 0 {
-			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidWarmup, period)
+		if err := check.Warmup(period); err != nil {
+			return err
 		}
 		cfg.warmup, cfg.setWarmup = period, true
 		return nil
@@ -142,8 +143,8 @@ func WithWarmup(period time.Duration) Option {
 // finite, at least 1). Only with WithWarmup.
 func WithColdFactor(coldFactor float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(coldFactor) || math.IsInf(coldFactor, 0) || coldFactor < 1 {
-			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidColdFactor, coldFactor)
+		if err := check.ColdFactor(coldFactor); err != nil {
+			return err
 		}
 		cfg.coldFactor, cfg.setCold = coldFactor, true
 		return nil
@@ -154,8 +155,8 @@ func WithColdFactor(coldFactor float64) Option {
 // shared bursty bucket stores (default 1). Bursty limiters only.
 func WithMaxBurstSeconds(seconds float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < 0 {
-			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidBurst, seconds)
+		if err := check.MaxBurstSeconds(seconds); err != nil {
+			return err
 		}
 		cfg.maxBurstSeconds, cfg.setBurst = seconds, true
 		return nil

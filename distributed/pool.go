@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/sat"
 )
 
 // tranche is the permits of one lease still held locally.
@@ -132,7 +133,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 	n := int64(permits)
 	timeout = max(timeout, 0)
 	begin := l.elapsed()
-	latest := satAdd(begin, timeout)
+	latest := time.Duration(sat.Add(int64(begin), int64(timeout)))
 	asked := false
 
 	l.mu.Lock()

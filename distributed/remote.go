@@ -3,6 +3,8 @@ package distributed
 import (
 	"fmt"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/check"
 )
 
 // startLeaseLocked launches a lease call in the background (or inline in
@@ -164,7 +166,7 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 // that is zero, negative or NaN is an error wrapping
 // ratelimit.ErrInvalidRate; +Inf means unlimited.
 func (l *Limiter) SetRate(permitsPerSecond float64) error {
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return err
 	}
 	l.mu.Lock()
