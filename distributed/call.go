@@ -86,6 +86,15 @@ func (l *Limiter) call(args []any) (reply, error) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		// A client in a bad state (a nil interface inside a wrapper, a
+		// closed pool in some implementations) may panic. In this
+		// goroutine that would end the process: make it the call's
+		// error instead.
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- result{err: fmt.Errorf("the redis client panicked: %v", p)}
+			}
+		}()
 		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).StringSlice()
 		ch <- result{v, err}
 	}()

@@ -7,7 +7,8 @@ import "errors"
 // package's sentinels (ratelimit.ErrInvalidRate and so on), wrapped with the
 // offending value; test for all of them with errors.Is.
 var (
-	// ErrNilClient: New was given a nil Redis client.
+	// ErrNilClient: New was given a nil Redis client (or a typed nil, such
+	// as a nil *redis.Client).
 	ErrNilClient = errors.New("distributed: redis client must not be nil")
 	// ErrInvalidName: the limiter name is empty, longer than 200 bytes, or
 	// contains '{' or '}' (it becomes the keys' hash tag).

@@ -39,9 +39,11 @@ const maxWait = time.Second
 //     it never waits for Redis when the answer is known locally.
 //
 // SetRate changes the rate of the whole fleet; Stats says what happened.
-// A Limiter is safe for concurrent use. Make one with New (the zero value
-// is not usable) and call Close when done, to give unused permits back and
-// stop its background calls.
+// A Limiter is safe for concurrent use. Make one with New and call Close
+// when done, to give unused permits back and stop its background calls.
+// The zero value has no client: it refuses every request (Acquire and
+// SetRate return an error wrapping ratelimit.ErrNotInitialized) and starts
+// no background call.
 type Limiter struct {
 	client redis.UniversalClient
 	keys   []string
@@ -104,7 +106,7 @@ type Limiter struct {
 // with WithWarmup. Invalid arguments return errors wrapping this package's
 // sentinels or the root package's (ratelimit.ErrInvalidRate, ...).
 func New(client redis.UniversalClient, name string, permitsPerSecond float64, opts ...Option) (*Limiter, error) {
-	if client == nil {
+	if check.IsNil(client) {
 		return nil, ErrNilClient
 	}
 	if name == "" || len(name) > 200 || containsAny(name, "{}") {
@@ -196,9 +198,20 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// errZero is what the methods of a zero Limiter return.
+var errZero = fmt.Errorf("%w: distributed.Limiter (use New)", ratelimit.ErrNotInitialized)
+
+// made reports whether New made l: only New sets a client, and every method
+// that may start a Redis call checks it first, so that no background
+// goroutine ever calls a nil client.
+func (l *Limiter) made() bool { return l.client != nil }
+
 // Rate returns the fleet's rate as this process last learnt it from Redis
 // (the configured rate before the first call).
 func (l *Limiter) Rate() float64 {
+	if !l.made() {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.rate
@@ -210,6 +223,9 @@ func (l *Limiter) Rate() float64 {
 // already sleeping until permits they took become usable are not
 // interrupted. Closing twice is harmless.
 func (l *Limiter) Close(ctx context.Context) error {
+	if !l.made() {
+		return nil // a zero Limiter has nothing to give back or wait for
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -34,6 +34,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	if permits <= 0 {
 		return 0, fmt.Errorf("%w: %d", ratelimit.ErrInvalidPermits, permits)
 	}
+	if !l.made() {
+		return 0, errZero
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -127,7 +130,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 // empty: those answers are made locally. A negative timeout counts as 0;
 // permits <= 0 is refused.
 func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
-	if permits <= 0 {
+	if permits <= 0 || !l.made() {
 		return false
 	}
 	n := int64(permits)

@@ -169,6 +169,9 @@ func (l *Limiter) SetRate(permitsPerSecond float64) error {
 	if err := check.Rate(permitsPerSecond); err != nil {
 		return err
 	}
+	if !l.made() {
+		return errZero
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -28,6 +28,9 @@ type Stats struct {
 
 // Stats returns a snapshot of the limiter's counters.
 func (l *Limiter) Stats() Stats {
+	if !l.made() {
+		return Stats{}
+	}
 	now := l.elapsed()
 	l.mu.Lock()
 	defer l.mu.Unlock()

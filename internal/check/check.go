@@ -42,13 +42,24 @@ func Clock(c any) error {
 	if c == nil {
 		return ErrInvalidClock
 	}
-	switch v := reflect.ValueOf(c); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		if v.IsNil() {
-			return fmt.Errorf("%w: %T(nil)", ErrInvalidClock, c)
-		}
+	if IsNil(c) {
+		return fmt.Errorf("%w: %T(nil)", ErrInvalidClock, c)
 	}
 	return nil
+}
+
+// IsNil reports whether v is nil or holds a nil pointer, map, slice,
+// function or channel: a typed nil, which is not == nil inside an
+// interface but fails on its first method call.
+func IsNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // MaxBurstSeconds accepts a finite, non-negative number of seconds.
