@@ -121,7 +121,7 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	}
 	l := &Limiter{
 		client:    client,
-		keys:      []string{"ratelimit:{" + name + "}:state", "ratelimit:{" + name + "}:procs"},
+		keys:      keysOf(name),
 		cfg:       cfg,
 		kind:      "b",
 		clock:     cfg.clock,
@@ -145,6 +145,14 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	_, _ = h.Write([]byte(cfg.processID))
 	l.rng = rand.New(rand.NewPCG(h.Sum64(), uint64(time.Now().UnixNano())))
 	return l, nil
+}
+
+// keysOf returns the Redis keys of the limiter name, in lease.lua's KEYS
+// order: the shared state, the registry of processes and the histogram of
+// their demands. The hash tag {name} puts them in one cluster slot.
+func keysOf(name string) []string {
+	p := "ratelimit:{" + name + "}:"
+	return []string{p + "state", p + "procs", p + "demand"}
 }
 
 func containsAny(s, chars string) bool {

@@ -98,9 +98,12 @@ func buildConfig(opts []Option) (config, error) {
 		c.leaseValidity = max(time.Second, 10*c.leaseDuration)
 	}
 	if c.registryTTL == 0 {
-		// A process that is busy renews its entry at least once per
-		// validity period; three missed periods mean it is gone.
-		c.registryTTL = 3 * c.leaseValidity
+		// The registry counts a process for one to two slots of
+		// registryTTL/2 after its last call (lease.lua): a dead process's
+		// share goes back to the others within a second, while a busy
+		// process, which calls at least every lease duration or so, stays
+		// counted without a gap.
+		c.registryTTL = max(time.Second, 4*c.leaseDuration)
 	}
 	if c.processID == "" {
 		host, _ := os.Hostname()
