@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -12,6 +13,10 @@ import (
 // fallbackAcquire serves Acquire while Redis is away. Called with l.mu held;
 // returns with it released.
 func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Duration, error) {
+	if err := l.lastErr; errors.Is(err, ErrMisconfigured) {
+		l.mu.Unlock()
+		return 0, err // already wraps ErrMisconfigured, and not ErrUnavailable
+	}
 	if l.cfg.policy == FailClosed {
 		err := l.lastErr
 		l.mu.Unlock()

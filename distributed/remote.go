@@ -1,6 +1,7 @@
 package distributed
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -132,6 +133,11 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 			l.healthy = false
 			l.fallbackAt = recv
 			l.fallbackRate, l.fallback = l.fallbackRateLocked(), nil
+		}
+		if errors.Is(err, ErrMisconfigured) {
+			// Not an outage: no fallback, whatever the policy,
+			// until a call succeeds (someone fixed the setup).
+			l.fallbackRate, l.fallback = 0, nil
 		}
 		// Probe again after a jittered, growing pause, so that a fleet
 		// does not stampede a recovering server.

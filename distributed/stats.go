@@ -20,10 +20,16 @@ type Stats struct {
 	FallbackAdmitted int64         // permits admitted by the fallback limiter
 	FallbackTime     time.Duration // time spent with Redis unreachable
 	InFallback       bool          // Redis is unreachable now
-	Held             int64         // permits in the local pool now
-	Processes        int           // live processes Redis last reported
-	Demand           float64       // measured requested demand, permits/s
-	LastError        error         // the last Redis error, if any
+	// FallbackRate is the rate, in permits per second, at which this
+	// process admits on its own while InFallback: the safe rate, or the
+	// fleet's rate over the processes Redis last reported; 0 while it
+	// refuses instead (failing closed, no share known yet, or Redis set
+	// up wrong: see ErrMisconfigured).
+	FallbackRate float64
+	Held         int64   // permits in the local pool now
+	Processes    int     // live processes Redis last reported
+	Demand       float64 // measured requested demand, permits/s
+	LastError    error   // the last Redis error, if any
 }
 
 // Stats returns a snapshot of the limiter's counters.
@@ -43,6 +49,9 @@ func (l *Limiter) Stats() Stats {
 	s.InFallback = !l.healthy
 	if !l.healthy {
 		s.FallbackTime += now - l.fallbackAt
+		if l.cfg.policy == FailOpen {
+			s.FallbackRate = l.fallbackRate
+		}
 	}
 	return s
 }
