@@ -141,6 +141,10 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	} else {
 		l.start = l.clock.Now()
 	}
+	if cfg.logger != nil && !contextTimeoutEnabled(client) {
+		cfg.logger.Warn("distributed: the redis client does not set ContextTimeoutEnabled: a call to a server that hangs outlives the call timeout, until the client's ReadTimeout, and Close waits for it",
+			"limiter", name, "callTimeout", cfg.callTimeout)
+	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(cfg.processID))
 	l.rng = rand.New(rand.NewPCG(h.Sum64(), uint64(time.Now().UnixNano())))
@@ -204,6 +208,20 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// contextTimeoutEnabled reports whether client lets a context deadline
+// bound its socket I/O; true for clients it cannot tell (its own types).
+func contextTimeoutEnabled(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // errZero is what the methods of a zero Limiter return.

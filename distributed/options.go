@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -38,6 +39,8 @@ const (
 	FailClosed
 )
 
+// String is the policy's name as the documentation and the ratelimit
+// command's messages spell it: "fail-open" or "fail-closed".
 func (p FailurePolicy) String() string {
 	if p == FailClosed {
 		return "fail-closed"
@@ -66,6 +69,8 @@ type config struct {
 	safeRate float64 // fail-open rate per process; 0: R / processes
 
 	processID string
+
+	logger *slog.Logger // nil: no warnings
 
 	// Test hooks (unexported, set by the package's own tests).
 	scriptTime   func() int64 // explicit Redis time in µs instead of TIME
@@ -223,6 +228,19 @@ func WithFailOpen(safeRate float64) Option {
 			return fmt.Errorf("%w: safe rate %v", ErrInvalidLease, safeRate)
 		}
 		cfg.policy, cfg.safeRate = FailOpen, safeRate
+		return nil
+	})
+}
+
+// WithLogger makes the limiter report, at warning level, what it finds
+// wrong with its setup but can work with: once, when New is called, a
+// client without ContextTimeoutEnabled (WithCallTimeout then cannot bound
+// a call to a server that hangs; the call lingers until the client's
+// ReadTimeout, and Close waits for it). A nil logger is the default: no
+// warnings.
+func WithLogger(logger *slog.Logger) Option {
+	return optionFunc(func(cfg *config) error {
+		cfg.logger = logger
 		return nil
 	})
 }
