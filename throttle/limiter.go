@@ -95,10 +95,12 @@ type Check struct {
 
 // AllowAll decides several checks as one atomic step ("per IP and per
 // route"): every check is counted if all allow, none otherwise. It returns
-// one Decision per check, in order. When not all allow, each Decision
-// describes its check alone at this instant, uncounted: Allowed says
-// whether it alone would have fit, Remaining and ResetAfter are the key's
-// current state, RetryAfter is its own wait (0 if it fit).
+// one Decision per check, in order. The checks are decided in order, as
+// calls in a row at one instant would be, so two checks of the same key
+// count against each other. When not all allow, nothing is counted and
+// each Decision says whether its check fitted (after the checks before it)
+// and its own wait (RetryAfter, 0 if it fitted), while Remaining and
+// ResetAfter are its key's stored state, unchanged.
 //
 // All limiters must use the same store (ErrMixedStores otherwise). With a
 // RedisStore the checks cost one round trip when all keys hash to one slot
