@@ -23,8 +23,14 @@ import (
 //	GCRA          a = TAT, whole µs   b = TAT's fraction, in units   c = den when written
 //	TokenBucket   a = tokens, units   b = last refill, µs            c = den when written
 //	LeakyBucket   a = water, units    b = last leak, µs              c = den when written
-//	FixedWindow   a = window index    b = count
-//	SlidingWindow a = window index    b = previous window's count    c = current count
+//	FixedWindow   a = window end, µs  b = count
+//	SlidingWindow a = window end, µs  b = previous window's count    c = current count
+//
+// The windows store where their window ends rather than its index, so that
+// a limiter with another period reading the key (limiters with different
+// limits share a key's state) finds a time, not an index of windows of
+// another length: it counts the stored requests in its own window that
+// holds the stored window's last microsecond, conservatively.
 //
 // The sliding log keeps a list of timestamps instead (logState).
 type state struct{ a, b, c int64 }
@@ -161,6 +167,12 @@ func meter(p *params, used, now, n int64) (Decision, int64, bool) {
 	return d, next, true
 }
 
+// storedWindow is the index, in windows of p.period, of the window that
+// holds the last microsecond of a stored window ending at end (µs).
+func storedWindow(p *params, end int64) int64 {
+	return max(0, end-1) / p.period
+}
+
 // decideFixedWindow: windows of period µs start at multiples of period
 // since the Unix epoch, so every process and both stores agree on them. At
 // most count per window; up to 2 × count across a window edge. A clock that
@@ -168,8 +180,8 @@ func meter(p *params, used, now, n int64) (Decision, int64, bool) {
 func decideFixedWindow(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
 	w := now / p.period
 	window, count := w, int64(0)
-	if ok && st.a >= w {
-		window, count = st.a, st.b
+	if ok && storedWindow(p, st.a) >= w {
+		window, count = storedWindow(p, st.a), st.b
 	}
 	end := (window + 1) * p.period
 	d := Decision{Limit: int(p.limit)}
@@ -182,14 +194,14 @@ func decideFixedWindow(p *params, st state, ok bool, now, n int64) (Decision, st
 		d.Allowed = true
 		count += n
 	}
-	d.Remaining = int(p.count - count)
+	d.Remaining = int(max(0, p.count-count)) // another limit may have counted more
 	if count > 0 {
 		d.ResetAfter = us(end - now)
 	}
 	if !d.Allowed || n == 0 {
 		return d, st, false
 	}
-	return d, state{a: window, b: count}, true
+	return d, state{a: end, b: count}, true
 }
 
 // slidingWindow is a sliding-window key rolled forward to now.
@@ -202,13 +214,14 @@ type slidingWindow struct {
 // two. A clock that steps back keeps the stored windows.
 func rollSliding(p *params, st state, ok bool, now int64) slidingWindow {
 	w := now / p.period
+	sw := storedWindow(p, st.a)
 	switch {
-	case !ok || st.a < w-1:
+	case !ok || sw < w-1:
 		return slidingWindow{window: w}
-	case st.a == w-1:
+	case sw == w-1:
 		return slidingWindow{window: w, prev: st.c}
 	default:
-		return slidingWindow{window: st.a, prev: st.b, curr: st.c}
+		return slidingWindow{window: sw, prev: st.b, curr: st.c}
 	}
 }
 
@@ -257,7 +270,7 @@ func decideSlidingWindow(p *params, st state, ok bool, now, n int64) (Decision, 
 	if !d.Allowed || n == 0 {
 		return d, st, false
 	}
-	return d, state{a: s.window, b: s.prev, c: s.curr}, true
+	return d, state{a: end, b: s.prev, c: s.curr}, true
 }
 
 // retryAfter returns the least t ≥ 1 µs after which n fits, if nothing else
@@ -277,7 +290,7 @@ func (s slidingWindow) retryAfter(p *params, now, n int64) int64 {
 	}
 	t := max(1, int64(at)-now)
 	fitsAfter := func(t int64) bool {
-		return rollSliding(p, state{a: s.window, b: s.prev, c: s.curr}, true, now+t).fits(p, now+t, n)
+		return rollSliding(p, state{a: end, b: s.prev, c: s.curr}, true, now+t).fits(p, now+t, n)
 	}
 	for i := 0; i < 4 && !fitsAfter(t); i++ {
 		t++
@@ -335,7 +348,7 @@ func decideSlidingLog(p *params, log logState, now, n int64) (d Decision, expire
 			write = true
 		}
 	}
-	d.Remaining = int(p.count - count)
+	d.Remaining = int(max(0, p.count-count)) // another limit may have logged more
 	if count > 0 {
 		d.ResetAfter = us(newest + p.period - now)
 	}
