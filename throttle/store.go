@@ -156,3 +156,25 @@ func isNil(v any) bool {
 	}
 	return false
 }
+
+// WithRefusalCache makes a RedisStore remember up to maxKeys recent
+// refusals in this process (maxKeys ≥ 1): a key refused with RetryAfter T
+// is then refused again without a round trip until T has passed, which
+// keeps a flooding key off Redis. Only refusals that stay exact are cached
+// (a request of n refused with Remaining n − 1, which includes every
+// refused single request); the cached answer is the Decision Redis would
+// give if no other process wrote to the key: same Remaining, RetryAfter and
+// ResetAfter reduced by the time elapsed. Reset through this store forgets
+// the key's entry; a Reset by another process is seen once the cached
+// RetryAfter has passed. AllowAll does not use the cache. When full, a
+// random entry (an expired one if found) makes room. A MemoryStore has no
+// round trip to save and does not take this option.
+func WithRefusalCache(maxKeys int) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if maxKeys < 1 {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: refusal cache size %d must be at least 1", ErrInvalidOption, maxKeys))
+			return
+		}
+		cfg.refusalCache = maxKeys
+	})
+}
