@@ -26,10 +26,11 @@ import (
 // another process can, and this process then keeps refusing until the
 // cached RetryAfter has passed at most.
 type refusalCache struct {
-	shards [cacheShards]cacheShard
+	shards []cacheShard
 	per    int // entries per shard
 }
 
+// cacheShards is how many locks a large cache spreads its keys over.
 const cacheShards = 16
 
 type cacheShard struct {
@@ -51,7 +52,11 @@ type cacheEntry struct {
 }
 
 func newRefusalCache(maxKeys int) *refusalCache {
-	c := &refusalCache{per: max(1, (maxKeys+cacheShards-1)/cacheShards)}
+	n := 1
+	if maxKeys >= 64*cacheShards {
+		n = cacheShards
+	}
+	c := &refusalCache{shards: make([]cacheShard, n), per: maxKeys / n}
 	for i := range c.shards {
 		c.shards[i].m = make(map[cacheKey]cacheEntry)
 	}
@@ -65,7 +70,7 @@ func (c *refusalCache) shard(key string) *cacheShard {
 		h ^= uint32(key[i])
 		h *= 16777619
 	}
-	return &c.shards[h%cacheShards]
+	return &c.shards[h%uint32(len(c.shards))]
 }
 
 // lookup returns the cached refusal of r at now, if there is one.

@@ -59,6 +59,8 @@ func newRedisClient(t testing.TB, addr string) *redis.Client {
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialTimeout:           2 * time.Second,
+		DialerRetries:         1, // a server that is down fails at once
+		DialerRetryTimeout:    time.Millisecond,
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
