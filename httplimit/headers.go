@@ -56,7 +56,14 @@ func ceilSeconds(d time.Duration) int64 {
 // value; building them separately would cost an allocation each.
 type headerBlock struct {
 	vals [5][1]string
-	buf  [200]byte
+	buf  [112]byte
+}
+
+// smallBlock is headerBlock for the common case, one limit and no
+// X-RateLimit fields: half the bytes to allocate, clear and scan.
+type smallBlock struct {
+	vals [2][1]string
+	buf  [64]byte
 }
 
 // response describes what the decisions mean for the headers: whether the
@@ -91,8 +98,15 @@ func summarize(ds []throttle.Decision) response {
 // the largest of those, so it never points earlier than a t we announce.
 func (m *middleware) setHeaders(h http.Header, ds []throttle.Decision, resp response) {
 	h[hPolicy] = m.policy
-	blk := new(headerBlock)
-	b := blk.buf[:0]
+	var vals [][1]string
+	var b []byte
+	if m.small {
+		blk := new(smallBlock)
+		vals, b = blk.vals[:], blk.buf[:0]
+	} else {
+		blk := new(headerBlock)
+		vals, b = blk.vals[:], blk.buf[:0]
+	}
 	var ends [5]int
 	for i, d := range ds {
 		if i > 0 {
@@ -132,24 +146,24 @@ func (m *middleware) setHeaders(h http.Header, ds []throttle.Decision, resp resp
 		n = 5
 	}
 	// The bytes are never written again, so strings may share them. If b
-	// outgrew blk.buf, it lives in its own array and the strings share
-	// that instead.
+	// outgrew the block's buffer, it lives in its own array and the
+	// strings share that instead.
 	s := unsafe.String(unsafe.SliceData(b), len(b))
 	start := 0
 	for i := 0; i < n; i++ {
 		if ends[i] == 0 { // Retry-After not sent
 			continue
 		}
-		blk.vals[i][0] = s[start:ends[i]]
+		vals[i][0] = s[start:ends[i]]
 		start = ends[i]
 	}
-	h[hRateLimit] = blk.vals[0][:]
+	h[hRateLimit] = vals[0][:]
 	if ends[1] != 0 {
-		h[hRetryAfter] = blk.vals[1][:]
+		h[hRetryAfter] = vals[1][:]
 	}
 	if m.xHeaders {
-		h[hXLimit] = blk.vals[2][:]
-		h[hXRemaining] = blk.vals[3][:]
-		h[hXReset] = blk.vals[4][:]
+		h[hXLimit] = vals[2][:]
+		h[hXRemaining] = vals[3][:]
+		h[hXReset] = vals[4][:]
 	}
 }

@@ -20,7 +20,8 @@ func New(lim *throttle.Limiter, opts ...Option) (func(http.Handler) http.Handler
 		return nil, err
 	}
 	policy := policyValue(c.limits)
-	m := &middleware{config: c, policy: []string{policy}[:1:1]}
+	m := &middleware{config: c, policy: []string{policy}[:1:1],
+		small: !c.xHeaders && len(c.limits) == 1 && len(c.limits[0].name) <= 16}
 	for _, l := range c.limits {
 		m.quoted = append(m.quoted, `"`+l.name+`"`)
 	}
@@ -40,6 +41,7 @@ type middleware struct {
 	*config
 	policy []string // RateLimit-Policy, shared by every response (capacity 1: Add copies)
 	quoted []string // each limit's name as a structured-field string
+	small  bool     // the header values fit a smallBlock
 }
 
 // inline is how many limits are checked without allocating the slices for
