@@ -66,7 +66,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 		if i < cfg.maxKeys%n {
 			max++
 		}
-		s.shards[i] = newShard(max)
+		s.shards[i] = newShard(s.seed, max)
 	}
 	return s
 }
@@ -97,10 +97,10 @@ func (s *MemoryStore) now() (int64, error) {
 	return micros(s.clock.Now())
 }
 
-// shardOf returns the shard that holds (alg, key).
-func (s *MemoryStore) shardOf(alg Algorithm, key string) *shard {
-	h := maphash.String(s.seed, key) ^ uint64(alg)*0x9e3779b97f4a7c15
-	return s.shards[h&s.mask]
+// shardOf returns the shard that holds (alg, key) and the key's hash.
+func (s *MemoryStore) shardOf(alg Algorithm, key string) (*shard, uint64) {
+	h := keyHash(s.seed, alg, key)
+	return s.shards[h&s.mask], h
 }
 
 func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
@@ -111,9 +111,9 @@ func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	sh := s.shardOf(r.p.alg, r.key)
+	sh, h := s.shardOf(r.p.alg, r.key)
 	sh.mu.Lock()
-	d := sh.decide(&r, now)
+	d := sh.decide(h, &r, now)
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -121,12 +121,13 @@ func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
 // emptyLog is the log of a key that has none; nothing writes to it.
 var emptyLog ring
 
-// decide decides r at now and writes what an allowed request writes.
-func (sh *shard) decide(r *request, now int64) Decision {
+// decide decides r (its key's hash h) at now and writes what an allowed
+// request writes.
+func (sh *shard) decide(h uint64, r *request, now int64) Decision {
 	k := memKey{key: r.key, alg: r.p.alg}
-	i := sh.lookup(k)
+	i := sh.lookup(h, k)
 	if i != none {
-		sh.touch(i)
+		sh.entries[i].used = true
 	}
 	if r.p.alg == SlidingLog {
 		log := &emptyLog
@@ -136,7 +137,7 @@ func (sh *shard) decide(r *request, now int64) Decision {
 		d, expired, at, write := decideSlidingLog(r.p, log, now, r.n)
 		if write {
 			if i == none {
-				i = sh.insert(k, now)
+				i = sh.insert(h, k, now)
 				sh.entries[i].log = &ring{}
 			}
 			e := &sh.entries[i]
@@ -153,7 +154,7 @@ func (sh *shard) decide(r *request, now int64) Decision {
 	d, next, write := decideState(r.p, st, i != none, now, r.n)
 	if write {
 		if i == none {
-			i = sh.insert(k, now)
+			i = sh.insert(h, k, now)
 		}
 		e := &sh.entries[i]
 		e.st = next
@@ -166,6 +167,7 @@ func (sh *shard) decide(r *request, now int64) Decision {
 // in order, written back only if all allow.
 type pending struct {
 	sh      *shard
+	h       uint64
 	k       memKey
 	st      state
 	ok      bool
@@ -176,7 +178,7 @@ type pending struct {
 
 // load copies the key's state out of its shard (locked).
 func (p *pending) load() {
-	i := p.sh.lookup(p.k)
+	i := p.sh.lookup(p.h, p.k)
 	p.ok = i != none
 	if p.ok {
 		p.st = p.sh.entries[i].st
@@ -212,12 +214,11 @@ func (p *pending) apply(r *request, now int64) Decision {
 
 // store writes the copy back (shard locked).
 func (p *pending) store(now int64) {
-	i := p.sh.lookup(p.k)
+	i := p.sh.lookup(p.h, p.k)
 	if i == none {
-		i = p.sh.insert(p.k, now)
-	} else {
-		p.sh.touch(i)
+		i = p.sh.insert(p.h, p.k, now)
 	}
+	p.sh.entries[i].used = true
 	e := &p.sh.entries[i]
 	e.st, e.log, e.expires = p.st, p.log, p.expires
 }
@@ -241,7 +242,8 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 		k := memKey{key: rs[j].key, alg: rs[j].p.alg}
 		idx := slices.IndexFunc(ps, func(p *pending) bool { return p.k == k })
 		if idx < 0 {
-			ps = append(ps, &pending{sh: s.shardOf(k.alg, k.key), k: k})
+			sh, h := s.shardOf(k.alg, k.key)
+			ps = append(ps, &pending{sh: sh, h: h, k: k})
 			idx = len(ps) - 1
 		}
 		order[j] = ps[idx]
@@ -280,7 +282,7 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 	// Nothing is counted: each decision keeps its outcome and wait but
 	// reports the key's stored state.
 	for j := range rs {
-		stored := pending{sh: order[j].sh, k: order[j].k}
+		stored := pending{sh: order[j].sh, h: order[j].h, k: order[j].k}
 		stored.load()
 		peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
 		out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
@@ -297,10 +299,10 @@ func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error 
 	if err := s.err(); err != nil {
 		return err
 	}
-	sh := s.shardOf(alg, key)
+	sh, h := s.shardOf(alg, key)
 	sh.mu.Lock()
-	if i := sh.lookup(memKey{key: key, alg: alg}); i != none {
-		sh.remove(i)
+	if i := sh.lookup(h, memKey{key: key, alg: alg}); i != none {
+		sh.remove(h, i)
 	}
 	sh.mu.Unlock()
 	return nil

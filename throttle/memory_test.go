@@ -3,6 +3,8 @@ package throttle
 import (
 	"context"
 	"errors"
+	"hash/maphash"
+	"math/rand/v2"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -48,28 +50,41 @@ func TestMemoryEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Fatalf("a after eviction: %+v, want its full allowance", d)
 	}
 
-	// With room for several keys per shard, the least recently used one
-	// goes: fill one shard, use its first key again, insert one more.
+	// With room for several keys per shard, a key used since it was
+	// written survives; one that was not goes (the CLOCK approximation of
+	// least recently used): fill one shard, use its first key again,
+	// insert one more.
 	s = NewMemoryStore(WithClock(clk), WithMaxKeys(16*3))
 	lim = mustNew(t, s, FixedWindow, PerHour(1))
 	sh := s.shards[0]
 	var keys []string
 	for i := 0; len(keys) < sh.max+1; i++ {
-		if k := strconv.Itoa(i); s.shardOf(FixedWindow, k) == sh {
+		if k := strconv.Itoa(i); shardOf(s, FixedWindow, k) == sh {
 			keys = append(keys, k)
 		}
 	}
 	for _, k := range keys[:sh.max] {
 		mustAllow(t, lim, k, 1)
 	}
-	mustAllow(t, lim, keys[0], 1) // refused, but used: keys[1] is now the oldest
+	mustAllow(t, lim, keys[0], 1) // refused, but used
 	mustAllow(t, lim, keys[sh.max], 1)
 	if d := mustAllow(t, lim, keys[0], 0); d.Remaining != 0 {
 		t.Errorf("recently used key was evicted: %+v", d)
 	}
-	if d := mustAllow(t, lim, keys[1], 0); d.Remaining != 1 {
-		t.Errorf("least recently used key was kept: %+v", d)
+	forgotten := 0
+	for _, k := range keys[1 : sh.max+1] {
+		if mustAllow(t, lim, k, 0).Remaining == 1 {
+			forgotten++
+		}
 	}
+	if forgotten != 1 || sh.evictions != 1 {
+		t.Errorf("%d keys forgotten, %d evictions; want one of the unused keys evicted", forgotten, sh.evictions)
+	}
+}
+
+func shardOf(s *MemoryStore, alg Algorithm, key string) *shard {
+	sh, _ := s.shardOf(alg, key)
+	return sh
 }
 
 func TestMemoryReclaimsExpiredKeysIncrementally(t *testing.T) {
@@ -256,5 +271,42 @@ func floodHeapPerKey(tb testing.TB, maxKeys, flood int) float64 {
 func BenchmarkMemoryFlood(b *testing.B) {
 	for range b.N {
 		b.ReportMetric(floodHeapPerKey(b, 1_000_000, 10_000_000), "heap-B/key")
+	}
+}
+
+// TestShardIndexAgainstMap inserts and removes keys at random in one shard
+// whose hashes are forced into a few index positions (long probe runs,
+// equal tags), and checks every lookup against a map: the backward-shift
+// deletion must never lose or misplace a key.
+func TestShardIndexAgainstMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	sh := newShard(maphash.MakeSeed(), 1<<20)
+	hashes := map[string]uint64{}
+	slots := map[string]int32{}
+	for step := range 20_000 {
+		k := strconv.Itoa(r.IntN(300))
+		h, ok := hashes[k]
+		if !ok {
+			h = uint64(r.IntN(40)) << 32 // 40 tags for 300 keys
+			hashes[k] = h
+		}
+		mk := memKey{key: k, alg: GCRA}
+		got := sh.lookup(h, mk)
+		want, present := slots[k]
+		if !present {
+			want = none
+		}
+		if got != want {
+			t.Fatalf("step %d: lookup(%s) = %d, want %d", step, k, got, want)
+		}
+		if present && r.IntN(2) == 0 {
+			sh.remove(h, got)
+			delete(slots, k)
+		} else if !present {
+			slots[k] = sh.insert(h, mk, -1) // now = -1: nothing has expired
+		}
+		if sh.live != len(slots) {
+			t.Fatalf("step %d: %d live, want %d", step, sh.live, len(slots))
+		}
 	}
 }
