@@ -21,7 +21,7 @@ import (
 type shard struct {
 	mu      sync.Mutex
 	seed    maphash.Seed // the store's
-	index   []uint64 // 0: empty; else the hash's high 32 bits << 32 | slot+1
+	index   []uint64     // 0: empty; else the hash's high 32 bits << 32 | slot+1
 	entries []memEntry
 	free    int32 // first free slot, threaded through next; none if empty
 	hand    int32 // the next slot the clock hand looks at

@@ -3,9 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
-	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
