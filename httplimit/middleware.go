@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,24 +54,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cost != nil {
 		cost = m.cost(r)
 	}
-	ctx := r.Context()
 	var dsArr [inline]throttle.Decision
-	var ds []throttle.Decision
-	var err error
-	if len(m.limits) == 1 {
-		var d throttle.Decision
-		d, err = m.limits[0].lim.AllowN(ctx, m.key(&m.limits[0], r), cost)
-		dsArr[0] = d
-		ds = dsArr[:1]
-	} else {
-		var checksArr [inline]throttle.Check
-		checks := checksArr[:0]
-		for i := range m.limits {
-			l := &m.limits[i]
-			checks = append(checks, throttle.Check{Limiter: l.lim, Key: m.key(l, r), N: cost})
-		}
-		ds, err = throttle.AllowAll(ctx, checks...)
-	}
+	ds, err := m.decide(r, cost, dsArr[:0])
 	if err != nil {
 		m.storeFailed(w, r, next, err)
 		return
@@ -92,13 +77,61 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.problem(w, ds, resp.retryAfter)
 }
 
-// key builds a limit's key for r: the limit's name, then each part,
+// decide asks the store about every limit, in one call; the decisions go
+// in buf when they fit.
+func (m *middleware) decide(r *http.Request, cost int, buf []throttle.Decision) ([]throttle.Decision, error) {
+	ctx := r.Context()
+	if m.storeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.storeTimeout)
+		defer cancel()
+	}
+	if len(m.limits) == 1 {
+		var arr [96]byte
+		key := string(m.appendKey(arr[:0], &m.limits[0], r))
+		d, err := m.limits[0].lim.AllowN(ctx, key, cost)
+		return append(buf, d), err
+	}
+	// All keys in one string: one allocation whatever the number of
+	// limits.
+	var arr [256]byte
+	var ends [inline]int
+	b := arr[:0]
+	for i := range m.limits {
+		b = m.appendKey(b, &m.limits[i], r)
+		if i < inline {
+			ends[i] = len(b)
+		}
+	}
+	all := string(b)
+	var checksArr [inline]throttle.Check
+	checks := checksArr[:0]
+	start := 0
+	for i := range m.limits {
+		var end int
+		if i < inline {
+			end = ends[i]
+		} else { // past inline limits: find the end again
+			end = len(m.appendKey(b[:start], &m.limits[i], r))
+		}
+		checks = append(checks, throttle.Check{Limiter: m.limits[i].lim, Key: all[start:end], N: cost})
+		start = end
+	}
+	return throttle.AllowAll(ctx, checks...)
+}
+
+// key is appendKey as a string.
+func (m *middleware) key(l *limitSpec, r *http.Request) string {
+	var arr [96]byte
+	return string(m.appendKey(arr[:0], l, r))
+}
+
+// appendKey appends a limit's key for r: the limit's name, then each part,
 // "name:part|part". A part the request lacks (no such header, an anonymous
 // request) is replaced by the client IP, so leaving it out does not escape
 // the limit.
-func (m *middleware) key(l *limitSpec, r *http.Request) string {
-	var arr [96]byte
-	b := append(arr[:0], l.name...)
+func (m *middleware) appendKey(b []byte, l *limitSpec, r *http.Request) []byte {
+	b = append(b, l.name...)
 	b = append(b, ':')
 	for i, kp := range l.parts {
 		if i > 0 {
@@ -136,7 +169,7 @@ func (m *middleware) key(l *limitSpec, r *http.Request) string {
 			b = m.appendClient(b, r)
 		}
 	}
-	return string(b)
+	return b
 }
 
 // appendClient appends the client's address group, or, when the peer has no

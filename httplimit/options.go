@@ -40,6 +40,7 @@ type config struct {
 	xHeaders       bool
 	failOpen       bool
 	closedRetry    time.Duration
+	storeTimeout   time.Duration
 	onError        func(*http.Request, error)
 	onRefusal      func(*http.Request, throttle.Decision)
 	deny           func(http.ResponseWriter, *http.Request, throttle.Decision)
@@ -264,6 +265,21 @@ func WithFailClosed(retryAfter time.Duration) Option {
 			return
 		}
 		c.failOpen, c.closedRetry = false, retryAfter
+	})
+}
+
+// WithStoreTimeout bounds each decision of the store (a Redis round
+// trip) to d; past it, the decision fails like any store error (see
+// WithFailOpen). Without it, only the request's context and the Redis
+// client's own timeouts bound a call: a hung server then holds every
+// request for seconds. It costs a context and a timer per request.
+func WithStoreTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.errorf("store timeout %v must be positive", d)
+			return
+		}
+		c.storeTimeout = d
 	})
 }
 

@@ -44,8 +44,9 @@ X-Forwarded-For is ignored (a client could write anything there).
 State is kept in memory (bounded: least recently seen clients are
 forgotten first), or in Redis with --redis URL so that several proxies share
 one limit per client (redis://host:6379/0, redis+cluster://h1:p1,h2:p2).
-When Redis fails, requests get 503 with Retry-After (--fail-open: they pass,
-unlimited, until Redis answers again); each failure is counted.
+When Redis fails or takes more than 200 ms to answer, requests get 503 with
+Retry-After (--fail-open: they pass, unlimited, until Redis answers again);
+each failure is counted.
 
 SIGINT or SIGTERM stop accepting connections and let requests in flight
 finish (at most 30 s) before exiting.
@@ -354,6 +355,9 @@ func (c *proxyConfig) handler(store throttle.Store, next http.Handler, m *proxyM
 	}
 	if c.failOpen {
 		opts = append(opts, httplimit.WithFailOpen())
+	}
+	if c.newRedis != nil {
+		opts = append(opts, httplimit.WithStoreTimeout(redisCallTimeout))
 	}
 	mw, err := httplimit.New(lim, opts...)
 	if err != nil {

@@ -459,4 +459,26 @@ func TestProxy(t *testing.T) {
 			}
 		}
 	})
+
+	// A hung Redis (SIGSTOP) must not hold requests for go-redis's 3 s
+	// read timeout: the proxy bounds each decision (200 ms) and fails as
+	// configured. The client gives up after 2.5 s, far above the bound.
+	t.Run("redis hung", func(t *testing.T) {
+		srv := redistest.Start(t)
+		p := startProxy(t, bin, "--limit", "20/d", "--redis", redisURL(srv), backend(t).URL)
+		if r := get(t, "http://"+p.addr+"/", ""); r.code != 200 {
+			t.Fatalf("with Redis up: %d", r.code)
+		}
+		srv.Pause()
+		defer srv.Resume()
+		impatient := &http.Client{Transport: client.Transport, Timeout: 2500 * time.Millisecond}
+		resp, err := impatient.Get("http://" + p.addr + "/")
+		if err != nil {
+			t.Fatalf("the proxy did not answer while Redis hung: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("Redis hung: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	})
 }
