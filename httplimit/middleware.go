@@ -2,6 +2,9 @@ package httplimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,7 +55,10 @@ const inline = 4
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	cost := 1
 	if m.cost != nil {
-		cost = m.cost(r)
+		if cost = m.cost(r); cost < 0 {
+			m.badCost(w, r, cost)
+			return
+		}
 	}
 	var dsArr [inline]throttle.Decision
 	ds, err := m.decide(r, cost, dsArr[:0])
@@ -146,9 +152,9 @@ func (m *middleware) appendKey(b []byte, l *limitSpec, r *http.Request) []byte {
 			continue
 		case partRoute:
 			if r.Pattern != "" {
-				b = append(b, r.Pattern...)
+				b = appendBounded(b, r.Pattern)
 			} else {
-				b = append(b, r.URL.Path...)
+				b = appendBounded(b, r.URL.Path)
 			}
 			continue
 		}
@@ -163,13 +169,29 @@ func (m *middleware) appendKey(b []byte, l *limitSpec, r *http.Request) []byte {
 		}
 		if ok && v != "" {
 			b = append(b, '=')
-			b = append(b, v...)
+			b = appendBounded(b, v)
 		} else {
 			b = append(b, "ip="...)
 			b = m.appendClient(b, r)
 		}
 	}
 	return b
+}
+
+// maxPart is the longest key part kept as it is. Longer ones (a header, a
+// path: the client chooses them, up to the server's header limit of 1 MB)
+// are replaced by their SHA-256, so that a flood of long made-up values
+// cannot make each stored key large: the store bounds the number of keys,
+// and this bounds their size.
+const maxPart = 64
+
+func appendBounded(b []byte, v string) []byte {
+	if len(v) <= maxPart {
+		return append(b, v...)
+	}
+	sum := sha256.Sum256([]byte(v))
+	b = append(b, "sha256:"...)
+	return base64.RawURLEncoding.AppendEncode(b, sum[:])
 }
 
 // appendClient appends the client's address group, or, when the peer has no
@@ -200,6 +222,19 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write([]byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limit could not be checked; retry later"}` + "\n"))
+}
+
+// badCost answers 500 to a request WithCost priced below zero: a bug in
+// the cost function, which must neither let the request through unlimited
+// (as failing open would) nor pass for a store failure.
+func (m *middleware) badCost(w http.ResponseWriter, r *http.Request, cost int) {
+	if m.onError != nil {
+		m.onError(r, fmt.Errorf("%w: WithCost returned %d for %s %s", throttle.ErrInvalidCost, cost, r.Method, r.URL.Path))
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusInternalServerError)
+	_, _ = w.Write([]byte(`{"type":"about:blank","title":"Internal Server Error","status":500}` + "\n"))
 }
 
 // quotaExceeded is the problem type of draft-ietf-httpapi-ratelimit-headers

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -353,6 +354,41 @@ func TestKeys(t *testing.T) {
 	r.RemoteAddr = "192.0.2.1:1"
 	if got, want := m.key(&c.limits[0], r), "default:ip=192.0.2.1|ip=192.0.2.1|/x|*"; got != want {
 		t.Errorf("key %q, want %q", got, want)
+	}
+}
+
+func TestNegativeCostIsAnErrorNotAPass(t *testing.T) {
+	var hooked error
+	h, backend := handler(t, newLimiter(t, newTestClock()), WithFailOpen(),
+		WithCost(func(*http.Request) int { return -1 }),
+		WithErrorHook(func(r *http.Request, err error) { hooked = err }))
+	if w := do(h, "192.0.2.1:1", "/"); w.Code != 500 || backend.calls.Load() != 0 {
+		t.Errorf("negative cost: %d, backend %d", w.Code, backend.calls.Load())
+	}
+	if !errors.Is(hooked, throttle.ErrInvalidCost) {
+		t.Errorf("hook got %v", hooked)
+	}
+}
+
+func TestLongKeyPartsAreHashed(t *testing.T) {
+	lim := newLimiter(t, nil)
+	c, err := build(lim, []Option{WithKey(Header("X-Api-Key"), Route())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &middleware{config: c}
+	long := strings.Repeat("k", 100000)
+	r := httptest.NewRequest("GET", "/"+long, nil)
+	r.Header.Set("X-Api-Key", long)
+	k1 := m.key(&c.limits[0], r)
+	r.Header.Set("X-Api-Key", long[1:]+"j")
+	k2 := m.key(&c.limits[0], r)
+	if len(k1) > 120 || k1 == k2 || !strings.Contains(k1, "sha256:") {
+		t.Errorf("keys %q and %q: want short, distinct, hashed", k1, k2)
+	}
+	r.Header.Set("X-Api-Key", strings.Repeat("k", maxPart))
+	if got := m.key(&c.limits[0], r); !strings.HasPrefix(got, "default:="+strings.Repeat("k", maxPart)+"|") {
+		t.Errorf("a %d-byte part should be kept as is: %q", maxPart, got)
 	}
 }
 

@@ -152,7 +152,7 @@ func WithLimit(name string, lim *throttle.Limiter, parts ...KeyPart) Option {
 // WithCost sets what a request costs (default 1), for example more for an
 // expensive route. It applies to every limit. A cost above a limit's
 // Limit is refused without Retry-After (it can never pass); a negative cost
-// is an error (see WithFailOpen).
+// is a bug: the request gets 500 and the error goes to WithErrorHook.
 func WithCost(cost func(*http.Request) int) Option {
 	return optionFunc(func(c *config) {
 		if cost == nil {
@@ -283,8 +283,9 @@ func WithStoreTimeout(d time.Duration) Option {
 	})
 }
 
-// WithErrorHook calls f with every store error (and a negative cost), before
-// failing open or closed, so that it can be logged and counted. f must be
+// WithErrorHook calls f with every store error, before failing open or
+// closed, and with the error of a negative cost, so that they can be
+// logged and counted. f must be
 // safe for concurrent use.
 func WithErrorHook(f func(r *http.Request, err error)) Option {
 	return optionFunc(func(c *config) {
