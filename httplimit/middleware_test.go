@@ -478,4 +478,3 @@ func TestBadOptions(t *testing.T) {
 		t.Errorf("nil limiter: %v", err)
 	}
 }
-
