@@ -45,6 +45,7 @@ var commands = map[string]command{
 	"trace": {"replay acquires, sleeps and rate changes on a fake clock and print the schedule", runTrace},
 	"pipe":  {"copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)", runPipe},
 	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runJobs},
+	"proxy": {"serve a rate-limiting reverse proxy in front of an HTTP service", runProxy},
 }
 
 // Exit statuses shared by every command.

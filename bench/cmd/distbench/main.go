@@ -15,15 +15,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,17 +54,8 @@ func main() {
 	}
 }
 
-// A round maps "Decision/local" etc. to the benchmark's metrics by unit
-// ("ns/op", "evalsha/s", ...).
-type round map[string]map[string]float64
-
 // metric makes a report.Metric of one unit of the rounds.
-func metric(unit string) report.Metric[round] {
-	return func(r round, name string) (float64, bool) {
-		x, ok := r[name][unit]
-		return x, ok
-	}
-}
+func metric(unit string) report.Metric[report.Round] { return report.Unit(unit) }
 
 // goal: num/den of a metric's medians compared with a bound.
 type goal struct {
@@ -88,48 +75,14 @@ var goals = []goal{
 }
 
 func run(count int, benchtime, rawPath string, out io.Writer) error {
-	if count < 1 {
-		return fmt.Errorf("count must be at least 1, got %d", count)
-	}
-	dir, err := os.MkdirTemp("", "distbench")
+	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
+	loadBefore := report.LoadAvg()
+	rounds, order, raw, err := report.RunRounds("github.com/smoothrate/ratelimit/bench/distbench", count, benchtime, ".")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "distbench.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "github.com/smoothrate/ratelimit/bench/distbench")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building the benchmarks: %w", err)
-	}
-
-	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
-	loadBefore := report.LoadAvg()
-	var rawAll bytes.Buffer
-	var rounds []round
-	var order []string
-	for i := range count {
-		cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", ".", "-test.benchmem",
-			"-test.benchtime", benchtime, "-test.count", "1")
-		cmd.Stderr = os.Stderr
-		res, err := cmd.Output()
-		rawAll.Write(res)
-		if err != nil {
-			os.Stderr.Write(res)
-			return fmt.Errorf("round %d: %w", i+1, err)
-		}
-		r, names := parse(res)
-		if len(r) == 0 {
-			return fmt.Errorf("round %d: no benchmark results", i+1)
-		}
-		if order == nil {
-			order = names
-		}
-		rounds = append(rounds, r)
-		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, report.LoadAvg())
-	}
 	if rawPath != "" {
-		if err := os.WriteFile(rawPath, rawAll.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(rawPath, raw, 0o644); err != nil {
 			return err
 		}
 	}
@@ -176,36 +129,6 @@ func run(count int, benchtime, rawPath string, out io.Writer) error {
 		fmt.Fprintf(out, "\n%d goal(s) missed.\n", failed)
 	}
 	return nil
-}
-
-// benchLine matches "BenchmarkX/y-2   123   45.6 ns/op   7 unit ...".
-var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
-
-func parse(out []byte) (round, []string) {
-	r := round{}
-	var names []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		m := benchLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		f := strings.Fields(m[2])
-		metrics := map[string]float64{}
-		for i := 0; i+1 < len(f); i += 2 {
-			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
-				metrics[f[i+1]] = v
-			}
-		}
-		if _, ok := metrics["ns/op"]; !ok {
-			continue
-		}
-		if _, dup := r[m[1]]; !dup {
-			names = append(names, m[1])
-		}
-		r[m[1]] = metrics
-	}
-	return r, names
 }
 
 // frac prints a small fraction so that a non-zero one never reads as 0.

@@ -1,0 +1,104 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A Round maps a benchmark's name without "Benchmark" and the -N suffix
+// ("Middleware/ours") to its metrics by unit ("ns/op", "allocs/op", ...).
+type Round map[string]map[string]float64
+
+// Unit makes a Metric of one unit of Rounds.
+func Unit(unit string) Metric[Round] {
+	return func(r Round, name string) (float64, bool) {
+		x, ok := r[name][unit]
+		return x, ok
+	}
+}
+
+// benchLine matches "BenchmarkX/y-2   123   45.6 ns/op   7 unit ...".
+var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+// ParseRound reads the output of one `go test -bench` run: the round and
+// the benchmarks' names in the order they ran.
+func ParseRound(out []byte) (Round, []string) {
+	r := Round{}
+	var names []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(m[2])
+		metrics := map[string]float64{}
+		for i := 0; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				metrics[f[i+1]] = v
+			}
+		}
+		if _, ok := metrics["ns/op"]; !ok {
+			continue
+		}
+		if _, dup := r[m[1]]; !dup {
+			names = append(names, m[1])
+		}
+		r[m[1]] = metrics
+	}
+	return r, names
+}
+
+// RunRounds compiles the benchmarks of package pkg once and runs the binary
+// count times with -test.count=1 (and -test.benchmem), so that each round
+// measures every benchmark within seconds of the others: on a shared
+// machine a change of load then shifts a whole round, and per-round ratios
+// stay comparable. It returns the rounds, the names in order and the raw
+// output of all rounds (benchstat's format). Progress goes to stderr.
+func RunRounds(pkg string, count int, benchtime, bench string) ([]Round, []string, []byte, error) {
+	if count < 1 {
+		return nil, nil, nil, fmt.Errorf("count must be at least 1, got %d", count)
+	}
+	dir, err := os.MkdirTemp("", "bench")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "bench.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, pkg)
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, nil, nil, fmt.Errorf("building the benchmarks: %w", err)
+	}
+	var raw bytes.Buffer
+	var rounds []Round
+	var order []string
+	for i := range count {
+		cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", bench, "-test.benchmem",
+			"-test.benchtime", benchtime, "-test.count", "1")
+		cmd.Stderr = os.Stderr
+		res, err := cmd.Output()
+		raw.Write(res)
+		if err != nil {
+			os.Stderr.Write(res)
+			return nil, nil, nil, fmt.Errorf("round %d: %w", i+1, err)
+		}
+		r, names := ParseRound(res)
+		if len(r) == 0 {
+			return nil, nil, nil, fmt.Errorf("round %d: no benchmark results", i+1)
+		}
+		if order == nil {
+			order = names
+		}
+		rounds = append(rounds, r)
+		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, LoadAvg())
+	}
+	return rounds, order, raw.Bytes(), nil
+}

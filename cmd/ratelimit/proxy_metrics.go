@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+)
+
+// proxyMetrics are the proxy's counters, served in the Prometheus text
+// format (version 0.0.4) without a client library: three counters do not
+// justify a dependency.
+type proxyMetrics struct {
+	allowed, refused, storeErrors atomic.Int64
+}
+
+func (m *proxyMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	fmt.Fprintf(w, `# HELP ratelimit_proxy_requests_total Requests by what the limiter decided: allowed (forwarded, including those let through while failing open) or refused (answered 429).
+# TYPE ratelimit_proxy_requests_total counter
+ratelimit_proxy_requests_total{decision="allowed"} %d
+ratelimit_proxy_requests_total{decision="refused"} %d
+# HELP ratelimit_proxy_store_errors_total Requests whose limit could not be checked because the store (Redis) failed.
+# TYPE ratelimit_proxy_store_errors_total counter
+ratelimit_proxy_store_errors_total %d
+`, m.allowed.Load(), m.refused.Load(), m.storeErrors.Load())
+}

@@ -1,0 +1,36 @@
+// Package httplimit is net/http middleware over the keyed limiters of
+// package throttle: it answers 429 Too Many Requests to a client that is
+// over its limit and tells every client where it stands.
+//
+// New(lim, options...) returns a func(http.Handler) http.Handler, so it
+// fits net/http, chi, gorilla/mux and anything else built on handlers.
+// Each request is keyed (by default by the client's IP address, IPv6
+// grouped by /64), checked against the limiter and against any further
+// limits added with WithLimit, all in one atomic call (throttle.AllowAll),
+// and costs 1 unless WithCost says otherwise.
+//
+// What it gets right that the usual middlewares get wrong:
+//
+//   - The client IP is RemoteAddr. X-Forwarded-For (or RFC 7239 Forwarded)
+//     is read only from configured trusted proxies, from the right, and the
+//     first address that is not a trusted proxy is the client: a client
+//     cannot choose its own key by sending the header.
+//   - Every response carries the IETF RateLimit-Policy and RateLimit fields
+//     (draft-ietf-httpapi-ratelimit-headers, `"default";q=100;w=60` and
+//     `"default";r=42;t=17`); X-RateLimit-* on request, with the reset in
+//     seconds from now, not a Unix time.
+//   - A refusal has Retry-After in whole seconds, rounded up from the
+//     limiter's exact wait, so a client that honours it is admitted on its
+//     next try; it is never earlier than the t the RateLimit field
+//     announces. The body is an RFC 9457 problem (quota-exceeded).
+//   - A store failure (Redis down) never panics and never answers 500: the
+//     error goes to a hook, and the request fails closed (503 with
+//     Retry-After, the default) or open, as configured.
+//   - An allowed request costs the middleware two allocations (its key and
+//     one block holding all the header values); header names and the
+//     policy field are computed once.
+//
+// docs/http.md shows the middleware in a program, the `ratelimit proxy`
+// command that puts it in front of any service, and how to key clients
+// safely behind a load balancer.
+package httplimit

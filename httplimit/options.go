@@ -1,0 +1,389 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+// ErrInvalidOption is wrapped by every error New returns: a nil limiter, a
+// bad CIDR, a policy name the headers cannot carry, a prefix length out of
+// range.
+var ErrInvalidOption = errors.New("httplimit: invalid option")
+
+// An Option configures the middleware New returns.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// DefaultName is the policy name of the limit given to New, as the
+// RateLimit-Policy and RateLimit headers show it, unless WithName says
+// otherwise.
+const DefaultName = "default"
+
+// config holds every knob with its default; build is the only place
+// defaults are set.
+type config struct {
+	limits         []limitSpec // [0] is New's limiter
+	cost           func(*http.Request) int
+	trustedProxies []netip.Prefix
+	header         ForwardingHeader
+	v4Bits, v6Bits int
+	xHeaders       bool
+	failOpen       bool
+	closedRetry    time.Duration
+	storeTimeout   time.Duration
+	onError        func(*http.Request, error)
+	onRefusal      func(*http.Request, throttle.Decision)
+	deny           func(http.ResponseWriter, *http.Request, throttle.Decision)
+	errs           []error
+}
+
+// limitSpec is one limit checked on every request.
+type limitSpec struct {
+	name  string
+	lim   *throttle.Limiter
+	parts []KeyPart
+}
+
+func build(lim *throttle.Limiter, opts []Option) (*config, error) {
+	c := &config{
+		limits:      []limitSpec{{name: DefaultName, lim: lim, parts: []KeyPart{IP()}}},
+		header:      XForwardedFor,
+		v4Bits:      32,
+		v6Bits:      64,
+		closedRetry: time.Second,
+	}
+	if lim == nil {
+		c.errorf("nil limiter")
+	}
+	for _, o := range opts {
+		if o == nil {
+			c.errorf("nil option")
+			continue
+		}
+		o.apply(c)
+	}
+	seen := map[string]bool{}
+	for _, l := range c.limits {
+		if !validName(l.name) {
+			c.errorf("policy name %q must be 1 to 64 printable ASCII characters without '\"', '\\\\' or ':'", l.name)
+		}
+		if seen[l.name] {
+			c.errorf("two limits named %q: each needs its own name (it also keeps their keys apart)", l.name)
+		}
+		seen[l.name] = true
+		for _, kp := range l.parts {
+			if err := kp.check(); err != "" {
+				c.errorf("limit %q: %s", l.name, err)
+			}
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	return c, nil
+}
+
+func (c *config) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...)))
+}
+
+// validName: a policy name travels as a structured-field string in the
+// headers and as a JSON string in the problem body, and starts the store
+// key; keeping it to plain printable ASCII keeps all three simple.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b > 0x7e || b == '"' || b == '\\' || b == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// WithName sets the policy name of the limit given to New (DefaultName
+// otherwise). Clients see it in the RateLimit headers; it also prefixes the
+// limit's keys in the store.
+func WithName(name string) Option {
+	return optionFunc(func(c *config) { c.limits[0].name = name })
+}
+
+// WithKey sets what the limit given to New counts by: the parts are joined,
+// so WithKey(IP(), Route()) gives each client its own allowance per route.
+// The default is IP().
+func WithKey(parts ...KeyPart) Option {
+	return optionFunc(func(c *config) {
+		if len(parts) == 0 {
+			c.errorf("WithKey needs at least one part")
+			return
+		}
+		c.limits[0].parts = parts
+	})
+}
+
+// WithLimit adds a limit checked together with New's: a request passes
+// only if every limit allows it, and is counted against all of them or
+// none (throttle.AllowAll). All limiters must share one store. name
+// identifies the limit in the headers; parts default to IP().
+func WithLimit(name string, lim *throttle.Limiter, parts ...KeyPart) Option {
+	return optionFunc(func(c *config) {
+		if lim == nil {
+			c.errorf("nil limiter for limit %q", name)
+			return
+		}
+		if len(parts) == 0 {
+			parts = []KeyPart{IP()}
+		}
+		c.limits = append(c.limits, limitSpec{name: name, lim: lim, parts: parts})
+	})
+}
+
+// WithCost sets what a request costs (default 1), for example more for an
+// expensive route. It applies to every limit. A cost above a limit's
+// Limit is refused without Retry-After (it can never pass); a negative cost
+// is a bug: the request gets 500 and the error goes to WithErrorHook.
+func WithCost(cost func(*http.Request) int) Option {
+	return optionFunc(func(c *config) {
+		if cost == nil {
+			c.errorf("nil cost function")
+			return
+		}
+		c.cost = cost
+	})
+}
+
+// WithTrustedProxies names the proxies (addresses or CIDRs: "10.0.0.0/8",
+// "192.0.2.7", "2001:db8::/32") whose forwarding header is believed. A
+// request from one of them is keyed by the rightmost address of the
+// forwarding header that is not a trusted proxy. Without trusted proxies
+// forwarding headers are ignored: anyone can write them.
+func WithTrustedProxies(cidrs ...string) Option {
+	return optionFunc(func(c *config) {
+		for _, s := range cidrs {
+			p, err := parsePrefix(s)
+			if err != nil {
+				c.errorf("trusted proxy %q: %v", s, err)
+				continue
+			}
+			c.trustedProxies = append(c.trustedProxies, p)
+		}
+	})
+}
+
+// ParsePrefix reads a CIDR or a bare address (a one-address prefix), as
+// WithTrustedProxies does; for a command line to check its flags.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	p, err := parsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	return p, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, errors.New("not a CIDR (want 10.0.0.0/8 or 2001:db8::/32)")
+		}
+		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				return netip.Prefix{}, errors.New("an IPv4-mapped CIDR shorter than /96")
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, errors.New("not an address or CIDR")
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// WithForwardingHeader says which header the trusted proxies write:
+// XForwardedFor (the default) or Forwarded. Only that one is read: a proxy
+// that appends to one does not sanitise the other, so reading both would
+// let a client choose its own address.
+func WithForwardingHeader(h ForwardingHeader) Option {
+	return optionFunc(func(c *config) {
+		if h != XForwardedFor && h != Forwarded {
+			c.errorf("unknown forwarding header %d", h)
+			return
+		}
+		c.header = h
+	})
+}
+
+// WithIPPrefix groups clients by network for IP(): IPv4 addresses by their
+// first v4Bits (default 32: each address alone), IPv6 addresses by their
+// first v6Bits (default 64, the size of one subscriber's network: anyone
+// with one IPv6 address usually has 2^64 of them).
+func WithIPPrefix(v4Bits, v6Bits int) Option {
+	return optionFunc(func(c *config) {
+		if v4Bits < 1 || v4Bits > 32 || v6Bits < 1 || v6Bits > 128 {
+			c.errorf("IP prefixes /%d and /%d: want 1–32 for IPv4 and 1–128 for IPv6", v4Bits, v6Bits)
+			return
+		}
+		c.v4Bits, c.v6Bits = v4Bits, v6Bits
+	})
+}
+
+// WithXRateLimitHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (seconds from now, not a Unix time) for clients that
+// predate the IETF fields. With several limits they describe the strictest.
+func WithXRateLimitHeaders() Option {
+	return optionFunc(func(c *config) { c.xHeaders = true })
+}
+
+// WithFailOpen lets requests through, without rate-limit headers, when the
+// store fails (Redis down, a timeout). The default is to fail closed.
+// Either way the error goes to the hook of WithErrorHook.
+func WithFailOpen() Option {
+	return optionFunc(func(c *config) { c.failOpen = true })
+}
+
+// WithFailClosed (the default, with one second) answers 503 Service
+// Unavailable with Retry-After: retryAfter (rounded up to whole seconds)
+// when the store fails.
+func WithFailClosed(retryAfter time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if retryAfter <= 0 {
+			c.errorf("fail-closed Retry-After %v must be positive", retryAfter)
+			return
+		}
+		c.failOpen, c.closedRetry = false, retryAfter
+	})
+}
+
+// WithStoreTimeout bounds each decision of the store (a Redis round
+// trip) to d; past it, the decision fails like any store error (see
+// WithFailOpen). Without it, only the request's context and the Redis
+// client's own timeouts bound a call: a hung server then holds every
+// request for seconds. It costs a context and a timer per request.
+func WithStoreTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.errorf("store timeout %v must be positive", d)
+			return
+		}
+		c.storeTimeout = d
+	})
+}
+
+// WithErrorHook calls f with every store error, before failing open or
+// closed, and with the error of a negative cost, so that they can be
+// logged and counted. f must be
+// safe for concurrent use.
+func WithErrorHook(f func(r *http.Request, err error)) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.errorf("nil error hook")
+			return
+		}
+		c.onError = f
+	})
+}
+
+// WithRefusalHook calls f with the strictest decision of every refused
+// request, before the response is written, so that refusals can be
+// counted or logged. f must be safe for concurrent use.
+func WithRefusalHook(f func(r *http.Request, d throttle.Decision)) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.errorf("nil refusal hook")
+			return
+		}
+		c.onRefusal = f
+	})
+}
+
+// WithDenyHandler replaces the response to a refused request (Deny, a
+// problem+json body). When f runs, the RateLimit headers and Retry-After
+// are already set; d is the strictest refusal. f must write the status.
+func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, d throttle.Decision)) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.errorf("nil deny handler")
+			return
+		}
+		c.deny = f
+	})
+}
+
+// A KeyPart is one component of a limit's key; see WithKey.
+type KeyPart struct {
+	kind    partKind
+	header  string
+	fromCtx func(context.Context) (string, bool)
+	value   string
+}
+
+type partKind uint8
+
+const (
+	partIP partKind = iota + 1
+	partHeader
+	partRoute
+	partContext
+	partConst
+)
+
+// IP keys by the client's address (see WithTrustedProxies), grouped by
+// network (see WithIPPrefix).
+func IP() KeyPart { return KeyPart{kind: partIP} }
+
+// Header keys by a request header's value, such as an API key. A request
+// without the header is keyed by its client IP instead, so that leaving
+// the header out does not escape the limit.
+func Header(name string) KeyPart {
+	return KeyPart{kind: partHeader, header: http.CanonicalHeaderKey(name)}
+}
+
+// Route keys by the pattern that matched the request (Request.Pattern, set
+// by http.ServeMux when the middleware wraps a handler registered on it),
+// else by the URL path.
+func Route() KeyPart { return KeyPart{kind: partRoute} }
+
+// FromContext keys by a value the authentication middleware put in the
+// request's context, such as a user ID; f returns false for an anonymous
+// request, which is then keyed by its client IP.
+func FromContext(f func(context.Context) (string, bool)) KeyPart {
+	return KeyPart{kind: partContext, fromCtx: f}
+}
+
+// Global gives every request the same key: one allowance shared by all
+// clients (a limit on the whole service or route).
+func Global() KeyPart { return KeyPart{kind: partConst, value: "*"} }
+
+// check reports what is wrong with a part ("" if nothing): the zero
+// KeyPart, an empty header name, a nil context function.
+func (kp KeyPart) check() string {
+	switch kp.kind {
+	case partIP, partRoute, partConst:
+		return ""
+	case partHeader:
+		if kp.header == "" {
+			return "Header needs a header name"
+		}
+		return ""
+	case partContext:
+		if kp.fromCtx == nil {
+			return "FromContext needs a function"
+		}
+		return ""
+	}
+	return "a zero KeyPart (use IP, Header, Route, FromContext or Global)"
+}

@@ -1,0 +1,37 @@
+package throttle
+
+import "errors"
+
+// Sentinel errors. Every rejected argument and every store failure is
+// returned as an error wrapping one of these (test with errors.Is); nothing
+// in this package panics on bad input, and a rejected call changes no state.
+var (
+	// ErrInvalidLimit: Count < 1, a Period that is not a positive whole
+	// number of microseconds, a negative Burst, a Burst on an algorithm
+	// that has none, or numbers too large to compute exactly.
+	ErrInvalidLimit = errors.New("throttle: invalid limit")
+	// ErrInvalidAlgorithm: not one of the Algorithm constants.
+	ErrInvalidAlgorithm = errors.New("throttle: invalid algorithm")
+	// ErrInvalidCost: a negative n.
+	ErrInvalidCost = errors.New("throttle: n must not be negative")
+	// ErrEmptyKey: the key is the empty string.
+	ErrEmptyKey = errors.New("throttle: key must not be empty")
+	// ErrInvalidOption: a store option with a bad value, or one that does
+	// not apply to that store. The store keeps the error: New and every
+	// call return it.
+	ErrInvalidOption = errors.New("throttle: invalid store option")
+	// ErrNilStore: New was given a nil Store, or a Limiter's zero value
+	// was used.
+	ErrNilStore = errors.New("throttle: no store")
+	// ErrInvalidTime: the clock read a time before the Unix epoch or
+	// after 2255 (microseconds since the epoch must stay below 2^53).
+	ErrInvalidTime = errors.New("throttle: clock time out of range")
+	// ErrMixedStores: AllowAll was given limiters over different stores.
+	ErrMixedStores = errors.New("throttle: checks use different stores")
+	// ErrWrongType: the Redis key holds a value of another type or shape
+	// than the algorithm keeps there (another program wrote it).
+	ErrWrongType = errors.New("throttle: redis key holds a value of the wrong type")
+	// ErrStore: the store failed (Redis unreachable, a script error, a
+	// timeout). The underlying error is wrapped too.
+	ErrStore = errors.New("throttle: store failed")
+)

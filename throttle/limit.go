@@ -1,0 +1,172 @@
+package throttle
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limit is a keyed limit: Count requests per Period for every key, of which
+// at most Burst at once. Burst 0 means Count.
+//
+// For GCRA and the two buckets, Burst is the bucket's size and
+// Count/Period its refill rate. The windows and the sliding log count
+// requests per Period and have no separate burst: their Burst must be 0 or
+// Count.
+//
+// redis-cell's `CL.THROTTLE key max_burst count period` is
+// Limit{Count: count, Period: period seconds, Burst: max_burst + 1};
+// go-redis/redis_rate's Limit{Rate, Burst, Period} is
+// Limit{Count: Rate, Period: Period, Burst: Burst}.
+type Limit struct {
+	Count  int
+	Period time.Duration
+	Burst  int
+}
+
+// PerSecond returns a limit of n requests per second with a burst of n.
+func PerSecond(n int) Limit { return Limit{Count: n, Period: time.Second} }
+
+// PerMinute returns a limit of n requests per minute with a burst of n.
+func PerMinute(n int) Limit { return Limit{Count: n, Period: time.Minute} }
+
+// PerHour returns a limit of n requests per hour with a burst of n.
+func PerHour(n int) Limit { return Limit{Count: n, Period: time.Hour} }
+
+// String formats the limit as "100/1m0s (burst 10)".
+func (l Limit) String() string {
+	b := l.Burst
+	if b == 0 {
+		b = l.Count
+	}
+	return fmt.Sprintf("%d/%v (burst %d)", l.Count, l.Period, b)
+}
+
+// Algorithm names one of the keyed algorithms. Each is defined exactly in
+// the doc comment of its constant; the memory and Redis stores implement
+// the same definitions with the same integer arithmetic, so they decide
+// identically.
+type Algorithm uint8
+
+const (
+	// GCRA is the generic cell rate algorithm of redis-cell's
+	// CL.THROTTLE: the token bucket kept as one theoretical arrival time.
+	GCRA Algorithm = iota + 1
+	// TokenBucket refills Count tokens per Period up to Burst; a request
+	// of n takes n tokens or is refused.
+	TokenBucket
+	// LeakyBucket (the articles' funnel) leaks Count units per Period; a
+	// request adds n units, refused when the bucket of size Burst would
+	// overflow.
+	LeakyBucket
+	// FixedWindow counts requests in windows of Period aligned to
+	// multiples of Period since the Unix epoch.
+	FixedWindow
+	// SlidingWindow is Cloudflare's two-counter approximation of a
+	// sliding window.
+	SlidingWindow
+	// SlidingLog logs every admitted request and is exact: never more
+	// than Count in any window of length Period.
+	SlidingLog
+)
+
+var algorithmNames = [...]string{
+	GCRA:          "gcra",
+	TokenBucket:   "token-bucket",
+	LeakyBucket:   "leaky-bucket",
+	FixedWindow:   "fixed-window",
+	SlidingWindow: "sliding-window",
+	SlidingLog:    "sliding-log",
+}
+
+// String returns the algorithm's name as ParseAlgorithm reads it
+// ("gcra", "token-bucket", …).
+func (a Algorithm) String() string {
+	if a.valid() {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+func (a Algorithm) valid() bool { return a >= GCRA && a <= SlidingLog }
+
+// ParseAlgorithm reads an algorithm's name as String prints it.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for a := GCRA; a <= SlidingLog; a++ {
+		if algorithmNames[a] == s {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q (want gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log)", ErrInvalidAlgorithm, s)
+}
+
+// maxExact is the largest integer below which every float64 integer is
+// exact (2^53). All state and arithmetic stay below it, so the Redis
+// scripts (Lua numbers are doubles) compute exactly what Go computes.
+const maxExact = 1 << 53
+
+// params is a validated Limit in the integer units both stores compute in.
+//
+// Time is in whole microseconds since the Unix epoch. The meters (GCRA and
+// the buckets) need the emission interval Period/Count, which is rarely a
+// whole number of microseconds, so they measure time in units of 1/den µs,
+// where den = Count/gcd(Period, Count): one request then costs exactly
+// emission = Period/gcd(Period, Count) units and the bucket holds
+// tau = Burst × emission units. A microsecond is den units.
+type params struct {
+	alg      Algorithm
+	count    int64 // C: requests per period
+	burst    int64 // B: bucket size (meters); == count for windows and the log
+	period   int64 // P: µs
+	emission int64 // P/g: cost of one request, in units
+	den      int64 // C/g: units per µs
+	tau      int64 // B × emission: bucket size in units
+	limit    int64 // Decision.Limit: burst for meters, count for windows and the log
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// newParams validates l for alg.
+func newParams(alg Algorithm, l Limit) (params, error) {
+	if !alg.valid() {
+		return params{}, fmt.Errorf("%w: %v", ErrInvalidAlgorithm, alg)
+	}
+	if l.Count < 1 {
+		return params{}, fmt.Errorf("%w: count %d must be at least 1", ErrInvalidLimit, l.Count)
+	}
+	if l.Period < time.Microsecond || l.Period%time.Microsecond != 0 {
+		return params{}, fmt.Errorf("%w: period %v must be a positive whole number of microseconds", ErrInvalidLimit, l.Period)
+	}
+	if l.Burst < 0 {
+		return params{}, fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
+	}
+	p := params{alg: alg, count: int64(l.Count), burst: int64(l.Burst), period: int64(l.Period / time.Microsecond)}
+	if p.burst == 0 {
+		p.burst = p.count
+	}
+	if p.count >= maxExact || p.period >= maxMicros {
+		return params{}, fmt.Errorf("%w: %v is too large (count must stay below 2^53 and the period below 2^52 µs)", ErrInvalidLimit, l)
+	}
+	switch alg {
+	case FixedWindow, SlidingWindow, SlidingLog:
+		if p.burst != p.count {
+			return params{}, fmt.Errorf("%w: %v has no separate burst (Burst must be 0 or Count, %d)", ErrInvalidLimit, alg, l.Count)
+		}
+		p.limit = p.count
+	default:
+		g := gcd(p.period, p.count)
+		p.emission, p.den = p.period/g, p.count/g
+		// A request of n ≤ burst costs at most tau, and debt never
+		// exceeds tau plus one such request: 2·tau must stay exact.
+		if p.burst > (maxExact/2)/p.emission {
+			return params{}, fmt.Errorf("%w: %v is too large for exact arithmetic (burst × period/gcd(period µs, count) must stay below 2^52)", ErrInvalidLimit, l)
+		}
+		p.tau = p.burst * p.emission
+		p.limit = p.burst
+	}
+	return p, nil
+}

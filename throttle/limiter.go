@@ -1,0 +1,132 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+)
+
+// Limiter answers "may key K do this now?" for any number of keys under one
+// Limit and one Algorithm, keeping the keys' state in a Store. Make one
+// with New; the zero value returns ErrNilStore. A Limiter is safe for
+// concurrent use and holds no state of its own: limiters with the same
+// algorithm over the same store share a key's state, whatever their limits
+// (as redis_rate's calls do), so a key's limit can change from one call to
+// the next.
+type Limiter struct {
+	store Store
+	p     params
+}
+
+// New returns a Limiter that applies limit with alg, keeping state in
+// store. It returns an error wrapping ErrInvalidLimit, ErrInvalidAlgorithm,
+// ErrNilStore or the store's configuration error (ErrInvalidOption).
+func New(store Store, alg Algorithm, limit Limit) (*Limiter, error) {
+	if isNil(store) {
+		return nil, ErrNilStore
+	}
+	if err := store.err(); err != nil {
+		return nil, err
+	}
+	p, err := newParams(alg, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &Limiter{store: store, p: p}, nil
+}
+
+// Algorithm returns the limiter's algorithm.
+func (l *Limiter) Algorithm() Algorithm { return l.p.alg }
+
+// Limit returns the limiter's limit, with Burst filled in.
+func (l *Limiter) Limit() Limit {
+	return Limit{Count: int(l.p.count), Period: us(l.p.period), Burst: int(l.p.burst)}
+}
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether key may do n now and, if so, counts it. n = 0
+// peeks: it changes nothing and reports the key's state. A refused request
+// changes nothing either. A request for more than Decision.Limit is
+// refused with RetryAfter = Never.
+//
+// Errors wrap ErrEmptyKey, ErrInvalidCost, ErrNilStore, ErrInvalidTime or
+// ErrStore (with the store's own error); the Decision is then the zero
+// value, which refuses.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
+	r, err := l.request(key, n)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.store.decide(ctx, r)
+}
+
+// Reset forgets key's state: it is back to its full allowance.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if l == nil || l.store == nil {
+		return ErrNilStore
+	}
+	if key == "" {
+		return ErrEmptyKey
+	}
+	return l.store.reset(ctx, l.p.alg, key)
+}
+
+func (l *Limiter) request(key string, n int) (request, error) {
+	switch {
+	case l == nil || l.store == nil:
+		return request{}, ErrNilStore
+	case key == "":
+		return request{}, ErrEmptyKey
+	case n < 0:
+		return request{}, fmt.Errorf("%w: %d", ErrInvalidCost, n)
+	}
+	return request{p: &l.p, key: key, n: int64(n)}, nil
+}
+
+// Check is one (limiter, key, n) question for AllowAll.
+type Check struct {
+	Limiter *Limiter
+	Key     string
+	N       int
+}
+
+// AllowAll decides several checks as one atomic step ("per IP and per
+// route"): every check is counted if all allow, none otherwise. It returns
+// one Decision per check, in order. The checks are decided in order, as
+// calls in a row at one instant would be, so two checks of the same key
+// count against each other. When not all allow, nothing is counted and
+// each Decision says whether its check fitted (after the checks before it)
+// and its own wait (RetryAfter, 0 if it fitted), while Remaining and
+// ResetAfter are its key's stored state, unchanged.
+//
+// All limiters must use the same store (ErrMixedStores otherwise). With a
+// RedisStore the checks cost one round trip when all keys hash to one slot
+// (always on a single server; in a Cluster, give the keys a common hash
+// tag); see RedisStore for what happens otherwise.
+func AllowAll(ctx context.Context, checks ...Check) (Decisions, error) {
+	if len(checks) == 0 {
+		return nil, nil
+	}
+	rs := make([]request, len(checks))
+	var store Store
+	for i, c := range checks {
+		r, err := c.Limiter.request(c.Key, c.N)
+		if err != nil {
+			return nil, fmt.Errorf("check %d: %w", i, err)
+		}
+		if i == 0 {
+			store = c.Limiter.store
+		} else if c.Limiter.store != store {
+			return nil, ErrMixedStores
+		}
+		rs[i] = r
+	}
+	out := make(Decisions, len(rs))
+	if err := store.decideAll(ctx, rs, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,79 @@
+-- SlidingLog: a line-by-line port of decideSlidingLog in algorithms.go.
+-- State: a sorted set with one member per admitted unit, scored by its
+-- time in µs; members are "<ts>:<i>", i counting the units logged at ts
+-- (1, 2, ...), so requests in the same microsecond never collide. The
+-- decision reads the log through its view (prelude.lua): Len and At of
+-- the Go logState.
+
+-- sl_len is logState.Len.
+local function sl_len(lg)
+  return lg.card - lg.drop + lg.addn
+end
+
+-- sl_at is logState.At: the time of the i-th oldest entry (from 0).
+local function sl_at(key, lg, i)
+  local base = lg.card - lg.drop
+  if i < base then
+    local v = call(key, 'ZRANGE', key, lg.drop + i, lg.drop + i, 'WITHSCORES')
+    return int(key, v[2])
+  end
+  i = i - base
+  for _, g in ipairs(lg.adds) do
+    if i < g.n then
+      return g.ts
+    end
+    i = i - g.n
+  end
+  fail('sliding log index out of range')
+end
+
+-- sl_expired counts the leading entries at or before t: the loop of
+-- decideSlidingLog, done by ZCOUNT (the log is sorted). Added entries are
+-- never before now, so never expired.
+local function sl_expired(key, lg, t)
+  local base = lg.card - lg.drop
+  if base == 0 then
+    return 0
+  end
+  return math.max(0, call(key, 'ZCOUNT', key, '-inf', num(t)) - lg.drop)
+end
+
+decide[6] = function(key, p, now, n)
+  local lg = logview(key)
+  local total = sl_len(lg)
+  local expired = 0
+  if total > 0 then
+    expired = sl_expired(key, lg, now - p.period)
+  end
+  local count = total - expired
+  local newest = 0
+  if count > 0 then
+    newest = sl_at(key, lg, total - 1)
+  end
+  local allowed, retry, write, at = 0, 0, false, 0
+  if n > p.count then
+    retry = NEVER
+  elseif count + n > p.count then
+    local k = count + n - p.count -- the k-th oldest live entry must expire
+    retry = sl_at(key, lg, expired + k - 1) + p.period - now
+  else
+    allowed = 1
+    if n > 0 then
+      at = math.max(now, newest)
+      newest = at
+      count = count + n
+      write = true
+    end
+  end
+  local reset = 0
+  if count > 0 then
+    reset = newest + p.period - now
+  end
+  if write then
+    lg.drop = lg.drop + expired
+    lg.adds[#lg.adds + 1] = {ts = at, n = n}
+    lg.addn = lg.addn + n
+    lg.ttl, lg.dirty = reset, true
+  end
+  return {allowed, p.limit, math.max(0, p.count - count), retry, reset}
+end

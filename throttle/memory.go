@@ -1,0 +1,326 @@
+package throttle
+
+import (
+	"context"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+)
+
+// MemoryStore keeps keyed-limiter state in this process: the embedded
+// default, for a single server or for state that need not be shared. It is
+// safe for concurrent use.
+//
+// Keys are spread over shards by hash, each with its own lock, so
+// decisions on different keys rarely wait for each other, and a decision on
+// an existing key allocates nothing. A key costs O(1) memory for every
+// algorithm but the sliding log, which keeps one timestamp per admitted
+// request younger than the period (docs/throttle.md gives bytes per key).
+//
+// The store holds at most WithMaxKeys keys (DefaultMaxKeys by default):
+// when a shard is full, its least recently used key is evicted, which
+// forgets that key's state (it is back to its full allowance; Stats counts
+// evictions). A key whose state has expired (it is back to its full
+// allowance anyway) is reclaimed by the inserts that follow, a couple of
+// keys per insert: there is no sweeper goroutine and no pass that holds a
+// lock over a whole shard.
+//
+// A clock that steps back never creates allowance: every algorithm keeps
+// what it has counted until time passes the stored instants again, and a
+// key is only reclaimed once its state is full at a time the clock has
+// reached.
+type MemoryStore struct {
+	cfgErr error
+	clock  ratelimit.Clock // nil: time.Now
+	seed   maphash.Seed
+	mask   uint64
+	shards []*shard
+}
+
+// MemoryStats are a MemoryStore's counters.
+type MemoryStats struct {
+	// Keys is the number of keys held now.
+	Keys int
+	// Evictions counts keys forgotten because their shard was full.
+	Evictions uint64
+	// Expired counts keys reclaimed because their state had expired.
+	Expired uint64
+}
+
+// NewMemoryStore returns an empty store. It takes WithClock and
+// WithMaxKeys and ignores WithKeyPrefix; a bad option is reported by New
+// and by every call (ErrInvalidOption), never by a panic.
+func NewMemoryStore(opts ...StoreOption) *MemoryStore {
+	cfg := buildStoreConfig(opts)
+	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
+	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
+	s.shards = make([]*shard, n)
+	for i := range s.shards {
+		// Shard i holds its share of maxKeys, the remainder going to the
+		// first ones, so that the shards hold exactly maxKeys together.
+		max := cfg.maxKeys / n
+		if i < cfg.maxKeys%n {
+			max++
+		}
+		s.shards[i] = newShard(s.seed, max)
+	}
+	return s
+}
+
+// shardCount is a power of two: eight shards per processor (at least 16,
+// at most 1024), so parallel decisions seldom meet on a lock, but never
+// more shards than keys, so that every shard holds at least one.
+func shardCount(maxKeys, procs int) int {
+	n := 1 << bits.Len(uint(max(16, 8*procs)-1))
+	n = min(n, 1024)
+	for n > 1 && n > maxKeys {
+		n /= 2
+	}
+	return n
+}
+
+func (s *MemoryStore) err() error {
+	if s == nil {
+		return ErrNilStore
+	}
+	return s.cfgErr
+}
+
+func (s *MemoryStore) now() (int64, error) {
+	if s.clock == nil {
+		return micros(time.Now())
+	}
+	return micros(s.clock.Now())
+}
+
+// shardOf returns the shard that holds (alg, key) and the key's hash.
+func (s *MemoryStore) shardOf(alg Algorithm, key string) (*shard, uint64) {
+	h := keyHash(s.seed, alg, key)
+	return s.shards[h&s.mask], h
+}
+
+func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
+	if err := s.err(); err != nil {
+		return Decision{}, err
+	}
+	now, err := s.now()
+	if err != nil {
+		return Decision{}, err
+	}
+	sh, h := s.shardOf(r.p.alg, r.key)
+	sh.mu.Lock()
+	d := sh.decide(h, &r, now)
+	sh.mu.Unlock()
+	return d, nil
+}
+
+// emptyLog is the log of a key that has none; nothing writes to it.
+var emptyLog ring
+
+// decide decides r (its key's hash h) at now and writes what an allowed
+// request writes.
+func (sh *shard) decide(h uint64, r *request, now int64) Decision {
+	k := memKey{key: r.key, alg: r.p.alg}
+	i := sh.lookup(h, k)
+	if i != none {
+		sh.entries[i].used = true
+	}
+	if r.p.alg == SlidingLog {
+		log := &emptyLog
+		if i != none {
+			log = sh.entries[i].log
+		}
+		d, expired, at, write := decideSlidingLog(r.p, log, now, r.n)
+		if write {
+			if i == none {
+				i = sh.insert(h, k, now)
+				sh.entries[i].log = &ring{}
+			}
+			e := &sh.entries[i]
+			e.log.drop(expired)
+			e.log.push(at, int(r.n))
+			e.expires = now + int64(d.ResetAfter/time.Microsecond)
+		}
+		return d
+	}
+	var st state
+	if i != none {
+		st = sh.entries[i].st
+	}
+	d, next, write := decideState(r.p, st, i != none, now, r.n)
+	if write {
+		if i == none {
+			i = sh.insert(h, k, now)
+		}
+		e := &sh.entries[i]
+		e.st = next
+		e.expires = now + int64(d.ResetAfter/time.Microsecond)
+	}
+	return d
+}
+
+// pending is one key's state during AllowAll: a copy, changed by the checks
+// in order, written back only if all allow.
+type pending struct {
+	sh      *shard
+	h       uint64
+	k       memKey
+	st      state
+	ok      bool
+	log     *ring
+	expires int64
+	written bool
+}
+
+// load copies the key's state out of its shard (locked).
+func (p *pending) load() {
+	i := p.sh.lookup(p.h, p.k)
+	p.ok = i != none
+	if p.ok {
+		p.st = p.sh.entries[i].st
+	}
+	if p.k.alg == SlidingLog {
+		var src *ring
+		if p.ok {
+			src = p.sh.entries[i].log
+		}
+		p.log = src.clone()
+	}
+}
+
+// apply decides r against the copy and updates the copy if allowed.
+func (p *pending) apply(r *request, now int64) Decision {
+	if p.k.alg == SlidingLog {
+		d, expired, at, write := decideSlidingLog(r.p, p.log, now, r.n)
+		if write {
+			p.log.drop(expired)
+			p.log.push(at, int(r.n))
+			p.ok, p.written = true, true
+			p.expires = now + int64(d.ResetAfter/time.Microsecond)
+		}
+		return d
+	}
+	d, next, write := decideState(r.p, p.st, p.ok, now, r.n)
+	if write {
+		p.st, p.ok, p.written = next, true, true
+		p.expires = now + int64(d.ResetAfter/time.Microsecond)
+	}
+	return d
+}
+
+// store writes the copy back (shard locked).
+func (p *pending) store(now int64) {
+	i := p.sh.lookup(p.h, p.k)
+	if i == none {
+		i = p.sh.insert(p.h, p.k, now)
+	}
+	p.sh.entries[i].used = true
+	e := &p.sh.entries[i]
+	e.st, e.log, e.expires = p.st, p.log, p.expires
+}
+
+// decideAll decides every request as one step. The shards involved are
+// locked in ascending order, so two AllowAll calls never deadlock. The
+// checks apply in order to copies of their keys' states, so two checks of
+// the same key see each other (the second is decided after the first is
+// counted); the copies are written back only if every check allowed.
+func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	now, err := s.now()
+	if err != nil {
+		return err
+	}
+	ps := make([]*pending, 0, len(rs))
+	order := make([]*pending, len(rs))
+	for j := range rs {
+		k := memKey{key: rs[j].key, alg: rs[j].p.alg}
+		idx := slices.IndexFunc(ps, func(p *pending) bool { return p.k == k })
+		if idx < 0 {
+			sh, h := s.shardOf(k.alg, k.key)
+			ps = append(ps, &pending{sh: sh, h: h, k: k})
+			idx = len(ps) - 1
+		}
+		order[j] = ps[idx]
+	}
+	locked := make([]*shard, 0, len(ps))
+	for _, p := range ps {
+		if !slices.Contains(locked, p.sh) {
+			locked = append(locked, p.sh)
+		}
+	}
+	slices.SortFunc(locked, func(a, b *shard) int { return s.shardIndex(a) - s.shardIndex(b) })
+	for _, sh := range locked {
+		sh.mu.Lock()
+	}
+	defer func() {
+		for _, sh := range locked {
+			sh.mu.Unlock()
+		}
+	}()
+	for _, p := range ps {
+		p.load()
+	}
+	all := true
+	for j := range rs {
+		out[j] = order[j].apply(&rs[j], now)
+		all = all && out[j].Allowed
+	}
+	if all {
+		for _, p := range ps {
+			if p.written {
+				p.store(now)
+			}
+		}
+		return nil
+	}
+	// Nothing is counted: each decision keeps its outcome and wait but
+	// reports the key's stored state.
+	for j := range rs {
+		stored := pending{sh: order[j].sh, h: order[j].h, k: order[j].k}
+		stored.load()
+		peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
+		out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
+	}
+	return nil
+}
+
+// shardIndex is sh's position, the order in which AllowAll locks shards.
+func (s *MemoryStore) shardIndex(sh *shard) int {
+	return slices.Index(s.shards, sh)
+}
+
+func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	sh, h := s.shardOf(alg, key)
+	sh.mu.Lock()
+	if i := sh.lookup(h, memKey{key: key, alg: alg}); i != none {
+		sh.remove(h, i)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// Stats returns the store's counters. It locks one shard at a time, so the
+// figures of a store in use are not one instant's.
+func (s *MemoryStore) Stats() MemoryStats {
+	var st MemoryStats
+	if s == nil {
+		return st
+	}
+	for _, sh := range s.shards {
+		sh.mu.Lock()
+		st.Keys += sh.live
+		st.Evictions += sh.evictions
+		st.Expired += sh.expired
+		sh.mu.Unlock()
+	}
+	return st
+}

@@ -1,0 +1,312 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+)
+
+func TestMemoryAllowExistingKeyAllocatesNothing(t *testing.T) {
+	clk := newSetClock()
+	s := NewMemoryStore(WithClock(clk))
+	ctx := context.Background()
+	for _, alg := range allAlgorithms {
+		lim := mustNew(t, s, alg, PerSecond(1_000_000))
+		mustAllow(t, lim, "k", 1)
+		allocs := testing.AllocsPerRun(1000, func() {
+			clk.Add(time.Microsecond)
+			if _, err := lim.Allow(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocations per Allow on an existing key, want 0", alg, allocs)
+		}
+	}
+}
+
+func TestMemoryEvictsLeastRecentlyUsed(t *testing.T) {
+	clk := newSetClock()
+	s := NewMemoryStore(WithClock(clk), WithMaxKeys(1))
+	lim := mustNew(t, s, FixedWindow, PerHour(1))
+	mustAllow(t, lim, "a", 1)
+	if d := mustAllow(t, lim, "a", 1); d.Allowed {
+		t.Fatal("a allowed twice in an hour")
+	}
+	mustAllow(t, lim, "b", 1) // evicts a: the store holds one key
+	if st := s.Stats(); st.Keys != 1 || st.Evictions != 1 {
+		t.Fatalf("Stats = %+v, want 1 key, 1 eviction", st)
+	}
+	if d := mustAllow(t, lim, "a", 0); d.Remaining != 1 {
+		t.Fatalf("a after eviction: %+v, want its full allowance", d)
+	}
+
+	// With room for several keys per shard, a key used since it was
+	// written survives; one that was not goes (the CLOCK approximation of
+	// least recently used): fill one shard, use its first key again,
+	// insert one more.
+	s = NewMemoryStore(WithClock(clk), WithMaxKeys(16*3))
+	lim = mustNew(t, s, FixedWindow, PerHour(1))
+	sh := s.shards[0]
+	var keys []string
+	for i := 0; len(keys) < sh.max+1; i++ {
+		if k := strconv.Itoa(i); shardOf(s, FixedWindow, k) == sh {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys[:sh.max] {
+		mustAllow(t, lim, k, 1)
+	}
+	mustAllow(t, lim, keys[0], 1) // refused, but used
+	mustAllow(t, lim, keys[sh.max], 1)
+	if d := mustAllow(t, lim, keys[0], 0); d.Remaining != 0 {
+		t.Errorf("recently used key was evicted: %+v", d)
+	}
+	forgotten := 0
+	for _, k := range keys[1 : sh.max+1] {
+		if mustAllow(t, lim, k, 0).Remaining == 1 {
+			forgotten++
+		}
+	}
+	if forgotten != 1 || sh.evictions != 1 {
+		t.Errorf("%d keys forgotten, %d evictions; want one of the unused keys evicted", forgotten, sh.evictions)
+	}
+}
+
+func shardOf(s *MemoryStore, alg Algorithm, key string) *shard {
+	sh, _ := s.shardOf(alg, key)
+	return sh
+}
+
+func TestMemoryReclaimsExpiredKeysIncrementally(t *testing.T) {
+	clk := newSetClock()
+	s := NewMemoryStore(WithClock(clk), WithMaxKeys(1<<20))
+	lim := mustNew(t, s, GCRA, PerSecond(10))
+	const n = 10_000
+	for i := range n {
+		mustAllow(t, lim, "old"+strconv.Itoa(i), 1)
+	}
+	clk.Add(time.Second) // every old key is full again
+	for i := range n {
+		mustAllow(t, lim, "new"+strconv.Itoa(i), 1)
+	}
+	st := s.Stats()
+	if st.Evictions != 0 || st.Expired < n*9/10 {
+		t.Fatalf("Stats = %+v: want most of the %d expired keys reclaimed by %d inserts, no evictions", st, n, n)
+	}
+	// A key that has not expired is never reclaimed.
+	for i := range n {
+		if d := mustAllow(t, lim, "new"+strconv.Itoa(i), 0); d.Remaining != 9 {
+			t.Fatalf("new%d lost its state: %+v", i, d)
+		}
+	}
+}
+
+func TestMemoryReset(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newStore func(clk ratelimit.Clock) Store) {
+		s := newStore(newSetClock())
+		for _, alg := range allAlgorithms {
+			lim := mustNew(t, s, alg, PerMinute(2))
+			other := mustNew(t, s, alg, PerMinute(2))
+			mustAllow(t, lim, "k", 2)
+			mustAllow(t, lim, "other", 2)
+			if err := lim.Reset(context.Background(), "k"); err != nil {
+				t.Fatal(err)
+			}
+			if d := mustAllow(t, lim, "k", 2); !d.Allowed {
+				t.Errorf("%v: after Reset: %+v", alg, d)
+			}
+			if d := mustAllow(t, other, "other", 1); d.Allowed {
+				t.Errorf("%v: Reset of k changed other: %+v", alg, d)
+			}
+		}
+	})
+}
+
+func TestMemoryOptionErrors(t *testing.T) {
+	for _, opt := range []StoreOption{WithMaxKeys(0), WithClock(nil), nil, WithKeyPrefix("{x}")} {
+		s := NewMemoryStore(opt)
+		if _, err := New(s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New over a store with a bad option: %v, want ErrInvalidOption", err)
+		}
+		lim := &Limiter{store: s, p: params{alg: GCRA}}
+		if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("Allow: %v, want ErrInvalidOption", err)
+		}
+	}
+	var nilStore *MemoryStore
+	if _, err := New(nilStore, GCRA, PerSecond(1)); !errors.Is(err, ErrNilStore) {
+		t.Errorf("New(nil *MemoryStore): %v", err)
+	}
+	if st := nilStore.Stats(); st != (MemoryStats{}) {
+		t.Errorf("nil Stats = %+v", st)
+	}
+}
+
+func TestMemoryClockOutOfRange(t *testing.T) {
+	clk := newSetClock()
+	lim := mustNew(t, NewMemoryStore(WithClock(clk)), GCRA, PerSecond(1))
+	clk.Set(time.Unix(-1, 0))
+	if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidTime) {
+		t.Fatalf("before the epoch: %v, want ErrInvalidTime", err)
+	}
+}
+
+func TestShardCount(t *testing.T) {
+	for _, c := range []struct{ keys, procs, want int }{
+		{1, 8, 1}, {5, 8, 4}, {1 << 20, 1, 16}, {1 << 20, 2, 16}, {1 << 20, 3, 32}, {1 << 20, 1000, 1024},
+	} {
+		if got := shardCount(c.keys, c.procs); got != c.want {
+			t.Errorf("shardCount(%d, %d) = %d, want %d", c.keys, c.procs, got, c.want)
+		}
+	}
+	s := NewMemoryStore(WithMaxKeys(1000))
+	total := 0
+	for _, sh := range s.shards {
+		total += sh.max
+	}
+	if total != 1000 {
+		t.Errorf("shards hold %d keys together, want 1000", total)
+	}
+}
+
+// TestMemoryConcurrentExact runs goroutines against a few keys: every key
+// admits exactly its limit, whatever the interleaving (run with -race).
+func TestMemoryConcurrentExact(t *testing.T) {
+	clk := newSetClock()
+	s := NewMemoryStore(WithClock(clk), WithMaxKeys(64))
+	for _, alg := range allAlgorithms {
+		lim := mustNew(t, s, alg, PerHour(100))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		admitted := map[string]int{}
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 200 {
+					k := fmt.Sprint("k", (g+i)%4)
+					d, err := lim.Allow(context.Background(), k)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						admitted[k]++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for k, n := range admitted {
+			if n != 100 {
+				t.Errorf("%v: %s admitted %d of 400, want 100", alg, k, n)
+			}
+		}
+		if len(admitted) != 4 {
+			t.Errorf("%v: %d keys admitted anything, want 4", alg, len(admitted))
+		}
+	}
+}
+
+// TestMemoryFloodHeapBounded sends 2 million distinct keys through a store
+// of 200 000 (the benchmark BenchmarkMemoryFlood does 10 million through 1
+// million and reports bytes per key): the live heap after the flood must
+// be what 200 000 keys need, not 2 million.
+func TestMemoryFloodHeapBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates ~100 MB")
+	}
+	const maxKeys, flood = 200_000, 2_000_000
+	perKey := floodHeapPerKey(t, maxKeys, flood)
+	// A key costs about 150 bytes here (docs/throttle.md); 10× as many
+	// keys kept would cost over 1000.
+	if perKey > 400 {
+		t.Fatalf("%.0f bytes of live heap per kept key after %d keys through WithMaxKeys(%d): not bounded", perKey, flood, maxKeys)
+	}
+}
+
+// floodHeapPerKey sends flood distinct keys (GCRA) through a store of
+// maxKeys and returns the live heap the store holds per kept key, measured
+// after a GC. The keys are short strings made on the fly, counted in.
+func floodHeapPerKey(tb testing.TB, maxKeys, flood int) float64 {
+	tb.Helper()
+	clk := newSetClock()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := NewMemoryStore(WithClock(clk), WithMaxKeys(maxKeys))
+	lim := mustNew(tb, s, GCRA, PerMinute(10))
+	ctx := context.Background()
+	buf := make([]byte, 0, 16)
+	for i := range flood {
+		buf = strconv.AppendInt(buf[:0], int64(i), 36)
+		if _, err := lim.Allow(ctx, string(buf)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := s.Stats()
+	if st.Keys != maxKeys || st.Evictions != uint64(flood-maxKeys) {
+		tb.Fatalf("Stats = %+v, want %d keys and %d evictions", st, maxKeys, flood-maxKeys)
+	}
+	runtime.KeepAlive(s)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(maxKeys)
+}
+
+// BenchmarkMemoryFlood: 10 million distinct keys through
+// WithMaxKeys(1_000_000); reports the live heap per kept key.
+func BenchmarkMemoryFlood(b *testing.B) {
+	for range b.N {
+		b.ReportMetric(floodHeapPerKey(b, 1_000_000, 10_000_000), "heap-B/key")
+	}
+}
+
+// TestShardIndexAgainstMap inserts and removes keys at random in one shard
+// whose hashes are forced into a few index positions (long probe runs,
+// equal tags), and checks every lookup against a map: the backward-shift
+// deletion must never lose or misplace a key.
+func TestShardIndexAgainstMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	sh := newShard(maphash.MakeSeed(), 1<<20)
+	hashes := map[string]uint64{}
+	slots := map[string]int32{}
+	for step := range 20_000 {
+		k := strconv.Itoa(r.IntN(300))
+		h, ok := hashes[k]
+		if !ok {
+			h = uint64(r.IntN(40)) << 32 // 40 tags for 300 keys
+			hashes[k] = h
+		}
+		mk := memKey{key: k, alg: GCRA}
+		got := sh.lookup(h, mk)
+		want, present := slots[k]
+		if !present {
+			want = none
+		}
+		if got != want {
+			t.Fatalf("step %d: lookup(%s) = %d, want %d", step, k, got, want)
+		}
+		if present && r.IntN(2) == 0 {
+			sh.remove(h, got)
+			delete(slots, k)
+		} else if !present {
+			slots[k] = sh.insert(h, mk, -1) // now = -1: nothing has expired
+		}
+		if sh.live != len(slots) {
+			t.Fatalf("step %d: %d live, want %d", step, sh.live, len(slots))
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package throttle
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua sources: lua/prelude.lua holds what every script shares (exact
+// integer division, the state's hash layout, TTLs, meter), each algorithm's
+// file is a line-by-line port of its function in algorithms.go, and one.lua
+// or all.lua is the entry point. Redis has no include, so a script is their
+// concatenation: one per algorithm for single requests, and one holding all
+// six for AllowAll.
+//
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// luaFiles names each algorithm's Lua file.
+var luaFiles = [...]string{
+	GCRA:          "gcra.lua",
+	TokenBucket:   "tb.lua",
+	LeakyBucket:   "lb.lua",
+	FixedWindow:   "fw.lua",
+	SlidingWindow: "sw.lua",
+	SlidingLog:    "sl.lua",
+}
+
+// luaScript is a script's source and its SHA1, for EVALSHA.
+type luaScript struct {
+	src string
+	sha string
+}
+
+func newLuaScript(src string) *luaScript {
+	h := sha1.Sum([]byte(src))
+	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+func mustLua(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return string(b)
+}
+
+var (
+	// oneScripts[alg] decides one request under alg.
+	oneScripts [SlidingLog + 1]*luaScript
+	// allScript decides several requests of any algorithms as one step.
+	allScript *luaScript
+)
+
+func init() {
+	prelude := mustLua("prelude.lua")
+	all := prelude
+	for a := GCRA; a <= SlidingLog; a++ {
+		alg := mustLua(luaFiles[a])
+		oneScripts[a] = newLuaScript(prelude + "\n" + alg + "\n" + mustLua("one.lua"))
+		all += "\n" + alg
+	}
+	allScript = newLuaScript(all + "\n" + mustLua("all.lua"))
+}
+
+// Markers of the scripts' own errors (prelude.lua's wrongtype and fail).
+const (
+	luaWrongType = "THROTTLE-WRONGTYPE "
+	luaFail      = "THROTTLE-ERR "
+)
+
+// run runs s with EVALSHA and falls back to EVAL when the server does not
+// know the script. It does so on any Redis error reply that is not one of
+// the script's own: NOSCRIPT after a restart, a failover or SCRIPT FLUSH,
+// and also when a proxy rewrites the NOSCRIPT text (go-redis/redis_rate
+// #88). This is safe because a script writes nothing before the last point
+// where it can fail, so a failed run changed nothing.
+func run(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) ([]int64, error) {
+	v, err := c.EvalSha(ctx, s.sha, keys, args...).Int64Slice()
+	if err != nil && isReplyError(err) && !isOwnError(err) {
+		v, err = c.Eval(ctx, s.src, keys, args...).Int64Slice()
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return v, nil
+}
+
+// isReplyError reports whether err is an error reply from Redis (not a
+// connection failure or a timeout, after which the script may have run).
+func isReplyError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}
+
+func isOwnError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, luaWrongType) || strings.Contains(msg, luaFail)
+}
+
+// storeError wraps a failed call: ErrStore always, ErrWrongType as well
+// when the key held another program's value.
+func storeError(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, luaWrongType); i >= 0 {
+		what := msg[i+len(luaWrongType):]
+		if j := strings.Index(what, " script: "); j >= 0 { // Redis 7 appends where the error came from
+			what = what[:j]
+		}
+		return fmt.Errorf("%w: %w: %s", ErrWrongType, ErrStore, what)
+	}
+	return fmt.Errorf("%w: %w", ErrStore, err)
+}

@@ -1,0 +1,250 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// One redis-server per top-level test, shared by its subtests; every store
+// opened on it gets its own key prefix, so it starts empty.
+var (
+	redisServers sync.Map // top-level test name → *redisFixture
+	redisPrefix  atomic.Int64
+)
+
+type redisFixture struct {
+	srv    *redistest.Server
+	client *redis.Client
+}
+
+func init() {
+	testStores = append(testStores, namedStore{name: "redis", open: func(t testing.TB, clk ratelimit.Clock) Store {
+		f := redisFor(t)
+		return NewRedisStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
+	}})
+}
+
+// redisFor returns the server of t's top-level test, starting it on first
+// use; it is stopped when that test ends.
+func redisFor(t testing.TB) *redisFixture {
+	t.Helper()
+	top := strings.SplitN(t.Name(), "/", 2)[0]
+	if f, ok := redisServers.Load(top); ok {
+		return f.(*redisFixture)
+	}
+	srv := redistest.Start(t)
+	f := &redisFixture{srv: srv, client: newRedisClient(t, srv.Addr())}
+	redisServers.Store(top, f)
+	t.Cleanup(func() { redisServers.Delete(top) })
+	return f
+}
+
+// newRedisClient returns a client that honours context deadlines and does
+// not retry: the tests see every failure.
+func newRedisClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialTimeout:           2 * time.Second,
+		DialerRetries:         1, // a server that is down fails at once
+		DialerRetryTimeout:    time.Millisecond,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestRedisScriptsAreThePorts(t *testing.T) {
+	// Each single-request script holds its own algorithm only, and the
+	// AllowAll script all six.
+	for a := GCRA; a <= SlidingLog; a++ {
+		src := oneScripts[a].src
+		for b := GCRA; b <= SlidingLog; b++ {
+			has := strings.Contains(src, fmt.Sprintf("decide[%d] = function", b))
+			if has != (a == b) {
+				t.Errorf("script for %v: has decide[%d] = %v", a, b, has)
+			}
+		}
+		if !strings.Contains(allScript.src, fmt.Sprintf("decide[%d] = function", a)) {
+			t.Errorf("AllowAll script lacks %v", a)
+		}
+	}
+}
+
+func TestRedisBasics(t *testing.T) {
+	f := redisFor(t)
+	ctx := context.Background()
+	clk := newSetClock()
+	s := NewRedisStore(f.client, WithClock(clk))
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			lim := mustNew(t, s, alg, PerSecond(3))
+			key := "basic"
+			for i := range 3 {
+				d := mustAllow(t, lim, key, 1)
+				if !d.Allowed || d.Remaining != 2-i || d.Limit != 3 {
+					t.Fatalf("request %d: %+v", i, d)
+				}
+			}
+			d := mustAllow(t, lim, key, 1)
+			if d.Allowed || d.RetryAfter <= 0 {
+				t.Fatalf("4th request: %+v", d)
+			}
+			if d := mustAllow(t, lim, key, 4); d.Allowed || d.RetryAfter != Never {
+				t.Fatalf("n > limit: %+v", d)
+			}
+			rk := s.redisKey(alg, key)
+			ttl, err := f.client.PTTL(ctx, rk).Result()
+			if err != nil || ttl < 900*time.Millisecond || ttl > time.Second {
+				// The limit's state matters for at most 1 s (2 s for the
+				// sliding window) of fake time, so the TTL is the floor.
+				if alg != SlidingWindow || ttl > 2*time.Second {
+					t.Fatalf("PTTL %s = %v, %v: want about 1 s", rk, ttl, err)
+				}
+			}
+			if err := lim.Reset(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := f.client.Exists(ctx, rk).Result(); n != 0 {
+				t.Fatalf("Reset left %s", rk)
+			}
+			if d := mustAllow(t, lim, key, 3); !d.Allowed {
+				t.Fatalf("after Reset: %+v", d)
+			}
+		})
+	}
+}
+
+func TestRedisKeyLayout(t *testing.T) {
+	f := redisFor(t)
+	ctx := context.Background()
+	s := NewRedisStore(f.client, WithClock(newSetClock()), WithKeyPrefix("app:"))
+	want := map[Algorithm]string{GCRA: "app:gcra:{u}:k", TokenBucket: "app:tb:{u}:k", LeakyBucket: "app:lb:{u}:k",
+		FixedWindow: "app:fw:{u}:k", SlidingWindow: "app:sw:{u}:k", SlidingLog: "app:sl:{u}:k"}
+	for alg, rk := range want {
+		mustAllow(t, mustNew(t, s, alg, PerMinute(5)), "{u}:k", 2)
+		typ, err := f.client.Type(ctx, rk).Result()
+		wantType := "hash"
+		if alg == SlidingLog {
+			wantType = "zset"
+		}
+		if err != nil || typ != wantType {
+			t.Errorf("%v: TYPE %s = %q, %v; want %s", alg, rk, typ, err, wantType)
+		}
+		if ttl := f.client.PTTL(ctx, rk).Val(); ttl <= 0 {
+			t.Errorf("%v: %s has no TTL (%v)", alg, rk, ttl)
+		}
+	}
+	// Two units in the same microsecond are two members.
+	if m := f.client.ZRange(ctx, "app:sl:{u}:k", 0, -1).Val(); len(m) != 2 || m[0] == m[1] {
+		t.Errorf("sliding log members %q: want 2 distinct", m)
+	}
+	if keySlot("app:gcra:{u}:k") != keySlot("app:sl:{u}:x") || keySlot("a") == keySlot("b") {
+		t.Error("keySlot ignores the hash tag")
+	}
+	// Redis's own answer for the slot.
+	for _, k := range []string{"app:gcra:{u}:k", "foo", "{}x", "a{b}c{d}", "{"} {
+		got, err := f.client.Do(ctx, "CLUSTER", "KEYSLOT", k).Int()
+		if err != nil {
+			break // not a cluster node: CLUSTER KEYSLOT may be refused
+		}
+		if keySlot(k) != got {
+			t.Errorf("keySlot(%q) = %d, Redis says %d", k, keySlot(k), got)
+		}
+	}
+}
+
+func TestRedisWrongType(t *testing.T) {
+	f := redisFor(t)
+	ctx := context.Background()
+	s := NewRedisStore(f.client, WithClock(newSetClock()))
+	for _, alg := range allAlgorithms {
+		lim := mustNew(t, s, alg, PerMinute(5))
+		for name, setup := range map[string]func(k string){
+			"string": func(k string) { f.client.Set(ctx, k, "x", 0) },
+			"hash":   func(k string) { f.client.HSet(ctx, k, "a", "1.5", "b", "x", "c", "2") },
+			"zset":   func(k string) { f.client.ZAdd(ctx, k, redis.Z{Score: 1e300, Member: "m"}) }, // live, and not a µs time
+		} {
+			key := "wrong-" + name
+			rk := s.redisKey(alg, key)
+			setup(rk)
+			before := f.client.Dump(ctx, rk).Val()
+			_, err := lim.Allow(ctx, key)
+			if (alg == SlidingLog) == (name == "zset") || name == "string" {
+				if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) {
+					t.Errorf("%v on a %s: err = %v, want ErrWrongType and ErrStore", alg, name, err)
+				} else if !strings.Contains(err.Error(), rk) {
+					t.Errorf("%v on a %s: %v does not name the key", alg, name, err)
+				}
+			} else if !errors.Is(err, ErrWrongType) {
+				t.Errorf("%v on a %s: err = %v, want ErrWrongType", alg, name, err)
+			}
+			if after := f.client.Dump(ctx, rk).Val(); after != before {
+				t.Errorf("%v on a %s: the key was changed", alg, name)
+			}
+		}
+	}
+}
+
+func TestRedisOptions(t *testing.T) {
+	f := redisFor(t)
+	for _, tc := range []struct {
+		name string
+		s    *RedisStore
+	}{
+		{"max keys", NewRedisStore(f.client, WithMaxKeys(10))},
+		{"nil client", NewRedisStore(nil)},
+		{"nil clock", NewRedisStore(f.client, WithClock(nil))},
+		{"braces", NewRedisStore(f.client, WithKeyPrefix("{x}"))},
+		{"cache size", NewRedisStore(f.client, WithRefusalCache(0))},
+	} {
+		if _, err := New(tc.s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: New: %v, want ErrInvalidOption", tc.name, err)
+		}
+		if _, err := tc.s.decide(context.Background(), request{p: &params{alg: GCRA}, key: "k", n: 1}); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: decide: %v, want ErrInvalidOption", tc.name, err)
+		}
+	}
+	var nilStore *RedisStore
+	if _, err := New(nilStore, GCRA, PerSecond(1)); !errors.Is(err, ErrNilStore) {
+		t.Errorf("nil *RedisStore: %v", err)
+	}
+}
+
+func TestRedisClockOutOfRange(t *testing.T) {
+	f := redisFor(t)
+	clk := newSetClock()
+	clk.Set(time.UnixMicro(maxMicros))
+	lim := mustNew(t, NewRedisStore(f.client, WithClock(clk)), GCRA, PerSecond(1))
+	if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidTime) {
+		t.Fatalf("err = %v, want ErrInvalidTime", err)
+	}
+}
+
+func TestRedisTime(t *testing.T) {
+	// Without WithClock the scripts read Redis TIME: a second apart on a
+	// real clock is too slow for a test, so check the answers' shape: a
+	// fresh key is full, the second request of a 1/hour limit waits about
+	// an hour.
+	f := redisFor(t)
+	lim := mustNew(t, NewRedisStore(f.client), GCRA, PerHour(1))
+	if d := mustAllow(t, lim, "k", 1); !d.Allowed || d.ResetAfter != time.Hour {
+		t.Fatalf("first: %+v", d)
+	}
+	d := mustAllow(t, lim, "k", 1)
+	if d.Allowed || d.RetryAfter > time.Hour || d.RetryAfter < time.Hour-time.Minute {
+		t.Fatalf("second: %+v", d)
+	}
+}
