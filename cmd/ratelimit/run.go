@@ -51,7 +51,7 @@ Examples:
 const runUsageEnd = `
 Exit status: 0 if every job succeeded, 1 if any failed (or was not started,
 as when Redis cannot be reached with --fail-closed), 2 for bad flags or
-values, 126 if the command cannot be executed, 127 if it cannot be found,
+values (or a Redis set up wrong), 126 if the command cannot be executed, 127 if it cannot be found,
 130 when interrupted (128 + the signal's number), as xargs does.
 
 Flags:
@@ -200,10 +200,11 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch {
 		case !r.Started:
 			notStarted++
-			if errors.Is(r.Err, distributed.ErrUnavailable) {
+			if errors.Is(r.Err, distributed.ErrUnavailable) || errors.Is(r.Err, distributed.ErrMisconfigured) {
 				// The shared limit refuses (failing closed, or
 				// failing open before Redis ever answered, without
-				// --safe-rate): start nothing more.
+				// --safe-rate, or Redis set up wrong): start
+				// nothing more.
 				cancel(r.Err)
 			}
 		case r.Err != nil:
@@ -230,7 +231,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// handing over a job; one blocked reading standard input stays
 		// until the process exits.
 		fmt.Fprintf(errOut, "%s: stopped: %v\n", prefix, err)
-		status = exitFail
+		status = misconfiguredStatus(err, exitFail)
 	}
 	// Every job given counts: those the feeder read but Stream never took
 	// were not started either. (Read from standard input, the count is of
@@ -243,7 +244,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(errOut, ", %d not started", notStarted)
 		}
 		fmt.Fprintln(errOut)
-		status = exitFail
+		status = misconfiguredStatus(err, exitFail)
 	}
 	if startFailure != 0 {
 		status = startFailure
