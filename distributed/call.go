@@ -2,10 +2,11 @@ package distributed
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func (l *Limiter) call(args []any) (reply, error) {
 	// below. If we give up first, the deadline has already cancelled ctx.
 	defer cancel()
 	type result struct {
-		v   []string
+		v   []any
 		err error
 	}
 	ch := make(chan result, 1)
@@ -96,7 +97,7 @@ func (l *Limiter) call(args []any) (reply, error) {
 				ch <- result{err: fmt.Errorf("%w: the redis client panicked: %v", ErrMisconfigured, p)}
 			}
 		}()
-		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).StringSlice()
+		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).Slice()
 		ch <- result{v, err}
 	}()
 	var res result
@@ -170,38 +171,46 @@ func IsMisconfiguration(err error) bool {
 	return false
 }
 
-func parseReply(v []string) (reply, error) {
+// parseReply reads lease.lua's reply: integers (µs, counts, the version,
+// the state's birth) and two packed little-endian doubles (the rate and
+// the capacity), so that no value goes through a decimal string.
+func parseReply(v []any) (reply, error) {
+	bad := func(why string) (reply, error) {
+		return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %s", v, why)
+	}
 	if len(v) != 9 {
-		return reply{}, fmt.Errorf("distributed: unexpected script reply %q", v)
+		return bad("want 9 elements")
 	}
-	var (
-		r    reply
-		errs [9]error
-		us   [4]int64
-		n    int64
-	)
-	for i := 0; i < 4; i++ {
-		us[i], errs[i] = strconv.ParseInt(v[i], 10, 64)
+	var ints [9]int64
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 8} {
+		x, ok := v[i].(int64)
+		if !ok {
+			return bad(fmt.Sprintf("element %d is not an integer", i+1))
+		}
+		ints[i] = x
 	}
-	n, errs[4] = strconv.ParseInt(v[4], 10, 64)
-	r.ver, errs[5] = strconv.ParseInt(v[5], 10, 64)
-	r.rate, errs[6] = strconv.ParseFloat(v[6], 64)
-	r.maxPermits, errs[7] = strconv.ParseFloat(v[7], 64)
-	r.born, errs[8] = strconv.ParseInt(v[8], 10, 64)
-	for _, err := range errs {
-		if err != nil {
-			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %w", v, err)
+	var doubles [2]float64
+	for k, i := range []int{6, 7} {
+		b, ok := v[i].(string)
+		if !ok || len(b) != 8 {
+			return bad(fmt.Sprintf("element %d is not a packed double", i+1))
+		}
+		doubles[k] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b)))
+	}
+	for _, i := range []int{0, 1, 2, 3, 4} {
+		if ints[i] < 0 {
+			return bad("negative value")
 		}
 	}
-	for _, x := range append(us[:], n) {
-		if x < 0 {
-			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: negative value", v)
-		}
-	}
-	r.granted = us[0]
-	r.wait = sat.Scale(us[1], time.Microsecond)
-	r.ahead = sat.Scale(us[2], time.Microsecond)
-	r.validity = sat.Scale(us[3], time.Microsecond)
-	r.processes = int(min(n, 1<<31))
-	return r, nil
+	return reply{
+		granted:    ints[0],
+		wait:       sat.Scale(ints[1], time.Microsecond),
+		ahead:      sat.Scale(ints[2], time.Microsecond),
+		validity:   sat.Scale(ints[3], time.Microsecond),
+		processes:  int(min(ints[4], 1<<31)),
+		ver:        ints[5],
+		rate:       doubles[0],
+		maxPermits: doubles[1],
+		born:       ints[8],
+	}, nil
 }

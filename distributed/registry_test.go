@@ -28,7 +28,7 @@ func (sc scriptCaller) lease(now int64, pid string, want, maxWait int64, demand 
 	sc.t.Helper()
 	args := []any{"lease", redisEpoch + now, "b", f64(sc.rate), "1", 0, "3", 1, pid, 1_000_000, 1_000_000,
 		0, want, maxWait, f64(demand), tau}
-	v, err := leaseScript.Run(context.Background(), sc.c, sc.keys, args...).StringSlice()
+	v, err := leaseScript.Run(context.Background(), sc.c, sc.keys, args...).Slice()
 	if err != nil {
 		sc.t.Fatalf("lease %v: %v", args, err)
 	}

@@ -41,7 +41,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 		}
 		run := func(args []any) reply {
 			t.Helper()
-			v, err := leaseScript.Run(context.Background(), c, keys, args...).StringSlice()
+			v, err := leaseScript.Run(context.Background(), c, keys, args...).Slice()
 			if err != nil {
 				t.Fatalf("script %v: %v", args, err)
 			}
@@ -140,7 +140,7 @@ func TestRefundNeverBeforeNow(t *testing.T) {
 	args := func(op string, now int64) []any {
 		return []any{op, redisEpoch + now, "b", "100", "0", 0, "3", 1, "p", 1_000_000, 3_000_000}
 	}
-	v, err := leaseScript.Run(context.Background(), c, keys, append(args("lease", 0), 10, 10, 0, "100", 100_000)...).StringSlice()
+	v, err := leaseScript.Run(context.Background(), c, keys, append(args("lease", 0), 10, 10, 0, "100", 100_000)...).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRefundNeverBeforeNow(t *testing.T) {
 	}
 	// At 50 ms the debt is 50 ms; refunding 10 permits (100 ms) may only
 	// take it back to now.
-	v, err = leaseScript.Run(context.Background(), c, keys, append(args("refund", 50_000), 10, 1, "0", r.born)...).StringSlice()
+	v, err = leaseScript.Run(context.Background(), c, keys, append(args("refund", 50_000), 10, 1, "0", r.born)...).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
