@@ -91,7 +91,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&rateS, "rate", "", "how fast jobs may start: `RATE` jobs per second, or 300/m, 2/h, 3/100ms (required)")
 	fs.IntVar(&cfg.parallel, "parallel", 1, "run at most `N` jobs at once")
 	fs.IntVar(&cfg.parallel, "P", 1, "short for --parallel")
-	fs.Var((*numberFlag)(&cfg.burst), "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
+	fs.Var(floatFlag{&cfg.burst, units.Number}, "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period`; excludes --burst")
 	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
@@ -415,20 +415,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// numberFlag is a flag.Value holding a plain number, read with the one
-// number grammar of every command (units.Number: 2.5, 1e3; no NaN, no
-// hexadecimal), not strconv's.
-type numberFlag float64
-
-func (f *numberFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
-
-func (f *numberFlag) Set(s string) error {
-	v, err := units.Number(s)
-	if err != nil {
-		return err
-	}
-	*f = numberFlag(v)
-	return nil
 }
