@@ -55,7 +55,7 @@ func ecEvents(t *testing.T, f *clocktest.Fake, want string) {
 	}
 }
 
-// TestConstructorValidation covers every argument check of NewBursty,
+// TestEdgeConstructorValidation covers every argument check of NewBursty,
 // NewWarmingUp and the options: each failure returns a nil limiter and an
 // error that wraps the right sentinel and names the offending value.
 func TestEdgeConstructorValidation(t *testing.T) {
@@ -268,7 +268,7 @@ func ecBadReservation(r ratelimit.Reservation) error {
 	return nil
 }
 
-// TestAcquireContextRejections uses the default clock inside a synctest
+// TestEdgeAcquireContextRejections uses the default clock inside a synctest
 // bubble, where context deadlines and the limiter share the same fake time:
 // an Acquire whose wait cannot meet its deadline fails at once and books
 // nothing (D8), and one cancelled during its sleep gives its reservation
