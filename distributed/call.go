@@ -15,15 +15,15 @@ import (
 
 // reply is lease.lua's answer, with its µs durations converted.
 type reply struct {
-	granted    int64
-	wait       time.Duration // from the script's now until the permits are usable
-	ahead      time.Duration // until the caller's next lease could be granted with no wait
-	validity   time.Duration // from the script's now until the lease ends
-	processes  int
-	ver        int64
-	rate       float64
-	maxPermits float64
-	born       int64 // the state's creation time: which incarnation answered
+	granted       int64
+	wait          time.Duration // from the script's now until the permits are usable
+	ahead         time.Duration // until the caller's next lease could be granted with no wait
+	validity      time.Duration // from the script's now until the lease ends
+	processes     int
+	configVersion int64
+	rate          float64
+	maxPermits    float64
+	incarnation   int64 // the state's creation time: which incarnation answered
 }
 
 // redisNow is the time argument of the script: 0 (the script reads TIME)
@@ -45,7 +45,7 @@ func (l *Limiter) baseArgsLocked(op string) []any {
 		f64(l.cfg.maxBurstSeconds),
 		micros(l.cfg.warmup),
 		f64(l.cfg.coldFactor),
-		l.ver,
+		l.configVersion,
 		l.cfg.processID,
 		micros(l.cfg.leaseValidity),
 		micros(l.cfg.registryTTL),
@@ -62,12 +62,12 @@ func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 	)
 }
 
-func (l *Limiter) refundArgsLocked(n, ver int64, leave bool) []any {
+func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {
 	lv := "0"
 	if leave {
 		lv = "1"
 	}
-	return append(l.baseArgsLocked("refund"), n, ver, lv, l.born)
+	return append(l.baseArgsLocked("refund"), n, configVersion, lv, l.incarnation)
 }
 
 // call runs lease.lua once, bounded by the call timeout. The Redis command
@@ -203,14 +203,14 @@ func parseReply(v []any) (reply, error) {
 		}
 	}
 	return reply{
-		granted:    ints[0],
-		wait:       sat.Scale(ints[1], time.Microsecond),
-		ahead:      sat.Scale(ints[2], time.Microsecond),
-		validity:   sat.Scale(ints[3], time.Microsecond),
-		processes:  int(min(ints[4], 1<<31)),
-		ver:        ints[5],
-		rate:       doubles[0],
-		maxPermits: doubles[1],
-		born:       ints[8],
+		granted:       ints[0],
+		wait:          sat.Scale(ints[1], time.Microsecond),
+		ahead:         sat.Scale(ints[2], time.Microsecond),
+		validity:      sat.Scale(ints[3], time.Microsecond),
+		processes:     int(min(ints[4], 1<<31)),
+		configVersion: ints[5],
+		rate:          doubles[0],
+		maxPermits:    doubles[1],
+		incarnation:   ints[8],
 	}, nil
 }

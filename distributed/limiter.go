@@ -54,29 +54,29 @@ type Limiter struct {
 
 	wg sync.WaitGroup // every goroutine that talks to Redis
 
-	mu         sync.Mutex
-	rate       float64 // the fleet's rate as last reported (or configured)
-	ver        int64   // config version as last reported
-	born       int64   // the state's incarnation as last reported
-	maxPermits float64 // the global burst capacity as last reported
-	processes  int     // live processes as last reported
-	pool       []tranche
-	held       int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
-	nextLapse  time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
-	demand     float64       // requested permits per second (EWMA over demandWindow)
-	reported   float64       // what the registry is told: see noteDemand
-	recent     [16]demandSample
-	recentNext int     // where the next sample goes in recent
-	lastSample float64 // the latest raw demand sample
-	asked      float64 // requested since demandAt
-	demandAt   time.Duration
-	haveDemand bool
-	inflight   chan struct{} // non-nil while a Redis call is in flight; closed after
-	aheadAt    time.Duration // no lease with maximum wait w can be granted before aheadAt - w
-	healthy    bool
-	failures   int
-	probeAt    time.Duration
-	lastErr    error
+	mu            sync.Mutex
+	rate          float64 // the fleet's rate as last reported (or configured)
+	configVersion int64   // config version as last reported
+	incarnation   int64   // the state's incarnation as last reported
+	maxPermits    float64 // the global burst capacity as last reported
+	processes     int     // live processes as last reported
+	pool          []tranche
+	held          int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
+	nextLapse     time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
+	demand        float64       // requested permits per second (EWMA over demandWindow)
+	reported      float64       // what the registry is told: see noteDemand
+	recent        [16]demandSample
+	recentNext    int     // where the next sample goes in recent
+	lastSample    float64 // the latest raw demand sample
+	asked         float64 // requested since demandAt
+	demandAt      time.Duration
+	haveDemand    bool
+	inflight      chan struct{} // non-nil while a Redis call is in flight; closed after
+	aheadAt       time.Duration // no lease with maximum wait w can be granted before aheadAt - w
+	healthy       bool
+	failures      int
+	probeAt       time.Duration
+	lastErr       error
 	// While Redis is away: the fallback's rate (0: none, refuse) and the
 	// local limiter itself, made at its first use (see fallbackLocked).
 	fallbackRate float64
@@ -278,7 +278,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 	}
 	l.emptyPoolLocked()
 	healthy := l.healthy
-	args := l.refundArgsLocked(n, l.ver, true)
+	args := l.refundArgsLocked(n, l.configVersion, true)
 	l.mu.Unlock()
 
 	var err error
