@@ -78,6 +78,10 @@ local ZERO = -1e9
 
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
+-- With Redis's own time, the TTLs run on the clock the script reads, so
+-- the script knows how long they last; with an explicit (test) time it
+-- does not, and sets them on every call.
+local explicitTime = now > 0
 if now <= 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1e6 + tonumber(t[2])
@@ -165,7 +169,7 @@ end
 -- find it long enough and set nothing.
 local function persist()
   local ms = ttlMs(2 * validity + regTTL)
-  local setTTL = now + ms * 1000 > s.exp or s.exp - now > (ms + 2000) * 1000
+  local setTTL = explicitTime or now + ms * 1000 > s.exp or s.exp - now > (ms + 2000) * 1000
   if setTTL then
     ms = math.min(ms + 1000, MAX_TTL_MS)
     s.exp = now + ms * 1000
@@ -376,7 +380,7 @@ end
 local function finish()
   redis.call('HSET', KEYS[2], pid, struct.pack('<ddd', cur, b, pnext))
   persist()
-  if refresh then expireRegistry() end
+  if refresh or explicitTime then expireRegistry() end
 end
 local wait = ahead(pnext)
 if wait > maxWait then
