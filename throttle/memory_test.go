@@ -310,3 +310,25 @@ func TestShardIndexAgainstMap(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryWallClock: without WithClock the store reads the wall clock
+// (through a monotonic extrapolation that is refreshed every second).
+func TestMemoryWallClock(t *testing.T) {
+	s := NewMemoryStore()
+	before := time.Now().UnixMicro()
+	got, err := s.now()
+	after := time.Now().UnixMicro()
+	if err != nil || got < before || got > after {
+		t.Fatalf("now() = %d, %v; want within [%d, %d]", got, err, before, after)
+	}
+	// An anchor older than wallRefresh is replaced by a fresh reading.
+	s.wall.Store(&wallAnchor{t: time.Now().Add(-2 * wallRefresh), micros: 5})
+	if got, _ := s.now(); got < before {
+		t.Fatalf("stale anchor used: now() = %d", got)
+	}
+	// Within wallRefresh, the anchor is extrapolated.
+	s.wall.Store(&wallAnchor{t: time.Now(), micros: 1_000_000})
+	if got, _ := s.now(); got < 1_000_000 || got > 1_000_000+int64(wallRefresh/time.Microsecond) {
+		t.Fatalf("fresh anchor not used: now() = %d", got)
+	}
+}
