@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 
+	"github.com/smoothrate/ratelimit/internal/check"
 	"github.com/smoothrate/ratelimit/smooth"
 )
 
@@ -17,7 +18,7 @@ import (
 // ErrInvalidRate); +Inf means unlimited. WithColdFactor does not apply and is
 // an error.
 func NewBursty(permitsPerSecond float64, opts ...Option) (*Limiter, error) {
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return nil, err
 	}
 	cfg, err := buildConfig(opts)
@@ -27,7 +28,7 @@ func NewBursty(permitsPerSecond float64, opts ...Option) (*Limiter, error) {
 	if cfg.setCold {
 		return nil, fmt.Errorf("%w: WithColdFactor on a bursty limiter", ErrInvalidOption)
 	}
-	return newLimiter(cfg, func(tps float64) smooth.Limiter {
+	return newLimiter(cfg, func(tps float64) smooth.Engine {
 		e := smooth.NewBursty(tps, cfg.maxBurstSeconds, permitsPerSecond, 0)
 		if cfg.full {
 			e.Fill()

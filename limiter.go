@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/check"
+	"github.com/smoothrate/ratelimit/internal/sat"
 	"github.com/smoothrate/ratelimit/smooth"
 )
 
@@ -33,8 +35,10 @@ type Acquirer interface {
 var _ Acquirer = (*Limiter)(nil)
 
 // Limiter hands out permits at a smooth rate, the way Guava's RateLimiter
-// does. Make one with NewBursty or NewWarmingUp; the zero value is not
-// usable (it has no resolution and no rate).
+// does. Make one with NewBursty or NewWarmingUp. The zero value has no
+// resolution and no rate: it refuses every request (TryAcquire and Reserve
+// fail, Acquire and SetRate return an error wrapping ErrNotInitialized)
+// rather than panic or let everything through.
 //
 // The model. The limiter knows when the next request may proceed
 // (nextFreeTicket) and keeps a store of permits saved up while it was idle.
@@ -58,7 +62,7 @@ var _ Acquirer = (*Limiter)(nil)
 // Guava).
 type Limiter struct {
 	mu sync.Mutex
-	e  smooth.Limiter
+	e  smooth.Engine
 
 	// nextFree mirrors e.NextFreeTicket() so that a TryAcquire that must
 	// fail can say so without taking the lock. It is written under mu.
@@ -69,7 +73,7 @@ type Limiter struct {
 	tick  time.Duration // 1 ns, or 1 µs in Guava mode
 }
 
-func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Limiter) *Limiter {
+func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *Limiter {
 	l := &Limiter{clock: cfg.clock, tick: cfg.resolution}
 	if _, ok := l.clock.(SystemClock); ok {
 		l.clock = nil
@@ -84,12 +88,13 @@ func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Limiter) *
 	return l
 }
 
-func checkRate(permitsPerSecond float64) error {
-	if !(permitsPerSecond > 0) { // also catches NaN
-		return fmt.Errorf("%w: %v", ErrInvalidRate, permitsPerSecond)
-	}
-	return nil
-}
+// errZero is what the methods of a zero Limiter return.
+var errZero = fmt.Errorf("%w: ratelimit.Limiter (use NewBursty or NewWarmingUp)", ErrNotInitialized)
+
+// made reports whether a constructor made l: only then is its tick set.
+// Every method checks it before converting a time to ticks, which would
+// divide by the zero tick.
+func (l *Limiter) made() bool { return l.tick != 0 }
 
 // elapsed reads the clock once: the time since the limiter's origin.
 func (l *Limiter) elapsed() time.Duration {
@@ -109,17 +114,9 @@ func (l *Limiter) ticks(d time.Duration) int64 {
 }
 
 // duration converts engine ticks to a Duration, saturating.
-func (l *Limiter) duration(ticks int64) time.Duration {
-	if l.tick == time.Nanosecond {
-		return time.Duration(ticks)
-	}
-	if ticks > int64(math.MaxInt64/l.tick) {
-		return math.MaxInt64
-	}
-	return time.Duration(ticks) * l.tick
-}
+func (l *Limiter) duration(ticks int64) time.Duration { return sat.Scale(ticks, l.tick) }
 
-// present returns el and now, read again if they are older than the next
+// rereadIfStale returns el and now, read again if they are older than the next
 // free ticket. l.mu must be held.
 //
 // The clock is read before taking the lock, to keep the read out of the
@@ -129,27 +126,12 @@ func (l *Limiter) duration(ticks int64) time.Duration {
 // already passed (up to a whole timer tick of sleep for nothing). Only a
 // reading older than nextFreeTicket can be affected, so only then is the
 // clock read again, under the lock, as Guava always does.
-func (l *Limiter) present(el time.Duration, now int64) (time.Duration, int64) {
+func (l *Limiter) rereadIfStale(el time.Duration, now int64) (time.Duration, int64) {
 	if now >= l.e.NextFreeTicket() {
 		return el, now
 	}
 	el = l.elapsed()
 	return el, l.ticks(el)
-}
-
-// waitTicks is how long from now until moment, never negative. It
-// saturates: with the clock stepped back before the limiter's origin (now <
-// 0) and nextFreeTicket saturated at math.MaxInt64 by a vanishing rate, the
-// plain difference overflows to a negative number, which read as "no wait"
-// (found by FuzzLimiter).
-func waitTicks(moment, now int64) int64 {
-	if moment <= now {
-		return 0
-	}
-	if d := moment - now; d > 0 {
-		return d
-	}
-	return math.MaxInt64
 }
 
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
@@ -182,6 +164,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	if permits <= 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidPermits, permits)
 	}
+	if !l.made() {
+		return 0, errZero
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -189,9 +174,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	now := l.ticks(el)
 
 	l.mu.Lock()
-	el, now = l.present(el, now)
+	el, now = l.rereadIfStale(el, now)
 	if deadline, ok := ctx.Deadline(); ok {
-		wait := l.duration(waitTicks(l.e.NextFreeTicket(), now))
+		wait := l.duration(sat.Wait(l.e.NextFreeTicket(), now))
 		// deadline.Sub saturates; (deadline − start) − el could
 		// overflow with the two far apart on either side of the origin.
 		if wait > 0 && wait > deadline.Sub(l.start.Add(el)) {
@@ -203,7 +188,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
 
-	wait := l.duration(waitTicks(moment, now))
+	wait := l.duration(sat.Wait(moment, now))
 	if wait == 0 && l.clock == nil {
 		return 0, nil
 	}
@@ -225,9 +210,9 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 // not at the number of permits ("pay later"): on an idle limiter
 // TryAcquire(1000, 0) succeeds and pushes the following requests back by
 // 1000 permits' worth. A negative timeout counts as 0; permits <= 0 is
-// refused.
+// refused, and so is every request to a zero Limiter.
 func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
-	if permits <= 0 {
+	if permits <= 0 || !l.made() {
 		return false
 	}
 	// Load nextFree before reading the clock: a refusal then compares the
@@ -243,7 +228,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		return false // nextFree >= 0 and to >= 0: no overflow
 	}
 	l.mu.Lock()
-	_, now = l.present(el, now)
+	_, now = l.rereadIfStale(el, now)
 	if !l.e.CanAcquire(now, to) {
 		l.mu.Unlock()
 		return false
@@ -270,7 +255,7 @@ type Reservation struct {
 }
 
 // OK reports whether the reservation was made (false only for invalid
-// permits).
+// permits or a zero Limiter).
 func (r Reservation) OK() bool { return r.ok }
 
 // Delay is how long to wait, from the moment of the reservation, before
@@ -297,17 +282,17 @@ func (r Reservation) Cancel() bool {
 // its Delay, then use the permits, or Cancel it. For event loops that
 // schedule their own work.
 func (l *Limiter) Reserve(permits int) Reservation {
-	if permits <= 0 {
+	if permits <= 0 || !l.made() {
 		return Reservation{}
 	}
 	el := l.elapsed()
 	now := l.ticks(el)
 	l.mu.Lock()
-	_, now = l.present(el, now)
+	_, now = l.rereadIfStale(el, now)
 	moment, undo := l.e.Reserve(permits, now)
 	l.nextFree.Store(l.e.NextFreeTicket())
 	l.mu.Unlock()
-	return Reservation{lim: l, undo: undo, wait: l.duration(waitTicks(moment, now)), ok: true}
+	return Reservation{lim: l, undo: undo, wait: l.duration(sat.Wait(moment, now)), ok: true}
 }
 
 // SetRate changes the stable rate. As in Guava, the stored permits are first
@@ -316,8 +301,11 @@ func (l *Limiter) Reserve(permits int) Reservation {
 // already sleeping keep their waits. A rate that is zero, negative or NaN
 // is an error that wraps ErrInvalidRate; +Inf means unlimited.
 func (l *Limiter) SetRate(permitsPerSecond float64) error {
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return err
+	}
+	if !l.made() {
+		return errZero
 	}
 	now := l.ticks(l.elapsed())
 	l.mu.Lock()
@@ -329,8 +317,11 @@ func (l *Limiter) SetRate(permitsPerSecond float64) error {
 
 // Rate returns the stable rate in permits per second. Like Guava it is
 // computed back from the stable interval, so it may differ from the value
-// given in the last ulp.
+// given in the last ulp. A zero Limiter's rate is 0.
 func (l *Limiter) Rate() float64 {
+	if !l.made() {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.e.Rate()
@@ -343,6 +334,14 @@ type Snapshot struct {
 	StoredPermits  float64       // as of the snapshot's moment
 	MaxPermits     float64       // cap on StoredPermits
 	StableInterval time.Duration // cost of one permit at the stable rate
+	// ColdInterval is the cost of a stored permit when the store is full
+	// (a warming-up limiter's coldest price: StableInterval × its cold
+	// factor); 0 for a bursty limiter, whose stored permits are free.
+	ColdInterval time.Duration
+	// ThresholdPermits is the level of stored permits above which a
+	// warming-up limiter prices them dearer than fresh ones; 0 for a
+	// bursty limiter.
+	ThresholdPermits float64
 	// NextFree is how long from the snapshot's moment until the next
 	// request may proceed (0 when it may proceed now).
 	NextFree time.Duration
@@ -351,36 +350,32 @@ type Snapshot struct {
 	Elapsed time.Duration
 }
 
-// Snapshot returns the limiter's state now, without changing it.
+// Snapshot returns the limiter's state now, without changing it (the zero
+// Snapshot for a zero Limiter).
 func (l *Limiter) Snapshot() Snapshot {
+	if !l.made() {
+		return Snapshot{}
+	}
 	el := l.elapsed()
 	now := l.ticks(el)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	tick := float64(l.tick)
+	var cold time.Duration
+	if l.e.Kind() == smooth.WarmingUp {
+		cold = sat.Duration(l.e.StableInterval() * l.e.ColdFactor() * tick)
+	}
 	return Snapshot{
-		Kind:           l.e.Kind(),
-		Rate:           l.e.Rate(),
-		StoredPermits:  l.e.StoredPermitsAt(now),
-		MaxPermits:     l.e.MaxPermits(),
-		StableInterval: saturatedDuration(l.e.StableInterval() * float64(l.tick)),
-		NextFree:       l.duration(waitTicks(l.e.NextFreeTicket(), now)),
-		Elapsed:        el,
+		Kind:             l.e.Kind(),
+		Rate:             l.e.Rate(),
+		StoredPermits:    l.e.StoredPermitsAt(now),
+		MaxPermits:       l.e.MaxPermits(),
+		StableInterval:   sat.Duration(l.e.StableInterval() * tick),
+		ColdInterval:     cold,
+		ThresholdPermits: l.e.ThresholdPermits(),
+		NextFree:         l.duration(sat.Wait(l.e.NextFreeTicket(), now)),
+		Elapsed:          el,
 	}
-}
-
-// saturatedDuration converts nanoseconds to a Duration, clamping what does
-// not fit (an infinite interval at a vanishing rate) instead of letting Go's
-// implementation-defined conversion turn it negative.
-func saturatedDuration(ns float64) time.Duration {
-	switch {
-	case ns != ns:
-		return 0
-	case ns >= math.MaxInt64:
-		return math.MaxInt64
-	case ns <= math.MinInt64:
-		return math.MinInt64
-	}
-	return time.Duration(ns)
 }
 
 // String describes the limiter like Guava's toString:

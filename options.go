@@ -2,9 +2,9 @@ package ratelimit
 
 import (
 	"fmt"
-	"math"
-	"reflect"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/check"
 )
 
 // An Option configures a limiter made by NewBursty or NewWarmingUp.
@@ -15,6 +15,19 @@ type Option interface {
 type optionFunc func(*config) error
 
 func (f optionFunc) apply(c *config) error { return f(c) }
+
+// The defaults of the limiters' shapes: Guava's fixed values, and so those
+// of package distributed and of the ratelimit command too.
+const (
+	// DefaultMaxBurstSeconds is how many seconds of unused permits a
+	// bursty limiter stores unless WithMaxBurstSeconds says otherwise
+	// (Guava's RateLimiter.create(rate)).
+	DefaultMaxBurstSeconds = 1.0
+	// DefaultColdFactor is how many times slower than the stable rate a
+	// cold warming-up limiter starts unless WithColdFactor says otherwise
+	// (Guava's RateLimiter.create(rate, warmup)).
+	DefaultColdFactor = 3.0
+)
 
 // config holds every knob with its default; buildConfig is the only place
 // defaults are set.
@@ -32,8 +45,8 @@ type config struct {
 func buildConfig(opts []Option) (config, error) {
 	c := config{
 		resolution:      time.Nanosecond,
-		maxBurstSeconds: 1.0, // Guava's create(rate)
-		coldFactor:      3.0, // Guava's create(rate, warmup)
+		maxBurstSeconds: DefaultMaxBurstSeconds,
+		coldFactor:      DefaultColdFactor,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -51,13 +64,8 @@ func buildConfig(opts []Option) (config, error) {
 // run a limiter in simulated time.
 func WithClock(c Clock) Option {
 	return optionFunc(func(cfg *config) error {
-		if c == nil {
-			return ErrInvalidClock
-		}
-		// A typed nil, such as (*clocktest.Fake)(nil), is not == nil but
-		// would panic on the first Now.
-		if v := reflect.ValueOf(c); isNilable(v.Kind()) && v.IsNil() {
-			return fmt.Errorf("%w: %T(nil)", ErrInvalidClock, c)
+		if err := check.Clock(c); err != nil {
+			return err
 		}
 		cfg.clock = c
 		return nil
@@ -65,12 +73,13 @@ func WithClock(c Clock) Option {
 }
 
 // WithMaxBurstSeconds sets how many seconds' worth of unused permits a bursty
-// limiter stores (Guava's maxBurstSeconds, fixed at 1 there). 0 makes a strict
+// limiter stores (Guava's maxBurstSeconds, fixed at DefaultMaxBurstSeconds =
+// 1 there). 0 makes a strict
 // metronome. It must be finite and not negative. Bursty limiters only.
 func WithMaxBurstSeconds(seconds float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < 0 {
-			return fmt.Errorf("%w: %v", ErrInvalidBurst, seconds)
+		if err := check.MaxBurstSeconds(seconds); err != nil {
+			return err
 		}
 		cfg.maxBurstSeconds, cfg.setBurst = seconds, true
 		return nil
@@ -89,12 +98,13 @@ func WithInitiallyFull() Option {
 
 // WithColdFactor sets how much slower than the stable rate a cold
 // warming-up limiter starts: the throttling interval of a full bucket is
-// coldFactor × the stable interval. Default 3 (Guava's fixed value). It must
+// coldFactor × the stable interval. Default DefaultColdFactor (3, Guava's
+// fixed value). It must
 // be finite and at least 1. Warming-up limiters only.
 func WithColdFactor(coldFactor float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(coldFactor) || math.IsInf(coldFactor, 0) || coldFactor < 1 {
-			return fmt.Errorf("%w: %v", ErrInvalidColdFactor, coldFactor)
+		if err := check.ColdFactor(coldFactor); err != nil {
+			return err
 		}
 		cfg.coldFactor, cfg.setCold = coldFactor, true
 		return nil
@@ -115,12 +125,4 @@ func WithResolution(d time.Duration) Option {
 		cfg.resolution = d
 		return nil
 	})
-}
-
-func isNilable(k reflect.Kind) bool {
-	switch k {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return true
-	}
-	return false
 }

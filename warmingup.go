@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/check"
 	"github.com/smoothrate/ratelimit/smooth"
 )
 
@@ -22,10 +23,10 @@ import (
 // +Inf means unlimited. WithMaxBurstSeconds and WithInitiallyFull do not
 // apply and are errors.
 func NewWarmingUp(permitsPerSecond float64, warmup time.Duration, opts ...Option) (*Limiter, error) {
-	if warmup < 0 {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidWarmup, warmup)
+	if err := check.Warmup(warmup); err != nil {
+		return nil, err
 	}
-	if err := checkRate(permitsPerSecond); err != nil {
+	if err := check.Rate(permitsPerSecond); err != nil {
 		return nil, err
 	}
 	cfg, err := buildConfig(opts)
@@ -35,7 +36,7 @@ func NewWarmingUp(permitsPerSecond float64, warmup time.Duration, opts ...Option
 	if cfg.setBurst || cfg.setFull {
 		return nil, fmt.Errorf("%w: burst options on a warming-up limiter", ErrInvalidOption)
 	}
-	return newLimiter(cfg, func(tps float64) smooth.Limiter {
+	return newLimiter(cfg, func(tps float64) smooth.Engine {
 		return smooth.NewWarmingUp(tps, int64(warmup/cfg.resolution), cfg.coldFactor, permitsPerSecond, 0)
 	}), nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/sat"
 )
 
 // reply is lease.lua's answer, with its µs durations converted.
@@ -85,6 +87,15 @@ func (l *Limiter) call(args []any) (reply, error) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		// A client in a bad state (a nil interface inside a wrapper, a
+		// closed pool in some implementations) may panic. In this
+		// goroutine that would end the process: make it the call's
+		// error instead.
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- result{err: fmt.Errorf("%w: the redis client panicked: %v", ErrMisconfigured, p)}
+			}
+		}()
 		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).StringSlice()
 		ch <- result{v, err}
 	}()
@@ -105,9 +116,58 @@ func (l *Limiter) call(args []any) (reply, error) {
 			// match context.DeadlineExceeded.
 			return reply{}, fmt.Errorf("distributed: redis call: %w after %v (%v)", ErrCallTimeout, l.cfg.callTimeout, res.err)
 		}
+		if IsMisconfiguration(res.err) {
+			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, res.err)
+		}
 		return reply{}, fmt.Errorf("distributed: redis call: %w", res.err)
 	}
 	return parseReply(res.v)
+}
+
+// misconfigurations are the parts of Redis error replies that no retry can
+// fix: a database index the server does not have, authentication or ACL
+// refusals, a cluster client talking to a server that is not in a cluster,
+// a command the server (or a proxy) does not know, and a key of the wrong
+// type at the limiter's name.
+var misconfigurations = []string{
+	"DB index is out of range", // SELECT on a database the server lacks
+	"invalid DB index",
+	"NOAUTH", // no password given to a server that requires one
+	// Redis 7 refuses a long command from a client that has not
+	// authenticated (EVALSHA with its arguments) before saying NOAUTH.
+	"Protocol error: unauthenticated",
+	"WRONGPASS",                              // a wrong user or password
+	"NOPERM",                                 // the ACL user may not run the script or touch the keys
+	"called without any password configured", // a password given to a server without one
+	"cluster support disabled",               // redis+cluster:// against a standalone server
+	"unknown command",
+	"WRONGTYPE", // another program's value under the limiter's keys
+	// engine.lua's own check of the same: a key of the wrong type, or a
+	// state hash with a corrupt field.
+	"ERR ratelimit: key ",
+}
+
+// IsMisconfiguration reports whether err, an error of a Redis client, is
+// one that no retry can fix: a configuration error (bad database index,
+// NOAUTH or WRONGPASS, NOPERM, cluster support disabled, unknown command,
+// WRONGTYPE). The limiter reports such errors wrapped in ErrMisconfigured and
+// never fails open on them; a command can use it to tell a server that is
+// set up wrong from one that is down before it starts (a PING already fails
+// on most of them, when the connection is set up).
+func IsMisconfiguration(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrMisconfigured) {
+		return true
+	}
+	msg := err.Error()
+	for _, m := range misconfigurations {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 func parseReply(v []string) (reply, error) {
@@ -139,17 +199,9 @@ func parseReply(v []string) (reply, error) {
 		}
 	}
 	r.granted = us[0]
-	r.wait = fromMicros(us[1])
-	r.ahead = fromMicros(us[2])
-	r.validity = fromMicros(us[3])
+	r.wait = sat.Scale(us[1], time.Microsecond)
+	r.ahead = sat.Scale(us[2], time.Microsecond)
+	r.validity = sat.Scale(us[3], time.Microsecond)
 	r.processes = int(min(n, 1<<31))
 	return r, nil
-}
-
-// fromMicros converts µs to a Duration, saturating instead of wrapping.
-func fromMicros(us int64) time.Duration {
-	if us > int64(math.MaxInt64/time.Microsecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(us) * time.Microsecond
 }

@@ -19,10 +19,13 @@
 //   - read the time from Redis TIME (integer µs), never from the caller, so
 //     clock skew between processes changes nothing;
 //   - create the state on first use, or apply a newer config version once;
-//   - update the registry of live processes (id → last seen, demand, own
-//     clock) and drop those silent for a few validity periods;
+//   - count the caller in the registry of live processes, in O(1) steps
+//     whatever the fleet's size: processes count for one to two slots of
+//     half a second after their last call, in a histogram of their
+//     demands;
 //   - compute this process's max-min fair share of the rate (water
-//     filling over the reported demands) and cap the lease at share × τ;
+//     filling over the histogram, cached for 10 ms) and cap the lease at
+//     share × τ;
 //   - reserve the lease as Guava reserves a request (stored permits first,
 //     the cost pushed onto nextFreeTicket), provided it becomes usable
 //     within the caller's maximum wait and the process's own fair-share

@@ -186,22 +186,28 @@ end
 -- loadState reads the hash at key; nil when it does not exist. A key of
 -- another type is an error, never a silent reset. s.raw keeps the strings
 -- as stored, so that a reply can send an unchanged field without
--- formatting it again.
-local function loadState(key)
-  local v = redis.pcall('HMGET', key, unpack(STATE_FIELDS))
+-- formatting it again. extra (optional) names more numeric fields to read
+-- in the same command; unlike the engine's, they may be missing (nil).
+local function loadState(key, extra)
+  local fields = STATE_FIELDS
+  if extra then
+    fields = {unpack(STATE_FIELDS)}
+    for i = 1, #extra do fields[#fields + 1] = extra[i] end
+  end
+  local v = redis.pcall('HMGET', key, unpack(fields))
   if v.err then return wrongType(key, 'state') end
   if not v[1] then return nil end
   local s = {kind = v[1]}
   local orig = {kind = v[1]}
   local raw = {}
-  for i = 2, #STATE_FIELDS do
+  for i = 2, #fields do
     local x = v[i] and dec(v[i])
-    if x == nil then
-      return error({err = 'ERR ratelimit: key ' .. key .. ' has a corrupt field ' .. STATE_FIELDS[i]})
+    if x == nil and i <= #STATE_FIELDS then
+      return error({err = 'ERR ratelimit: key ' .. key .. ' has a corrupt field ' .. fields[i]})
     end
-    s[STATE_FIELDS[i]] = x
-    orig[STATE_FIELDS[i]] = x
-    raw[STATE_FIELDS[i]] = v[i]
+    s[fields[i]] = x
+    orig[fields[i]] = x
+    raw[fields[i]] = v[i]
   end
   s.orig, s.raw = orig, raw
   return s
@@ -225,17 +231,21 @@ local function encField(s, f)
 end
 
 -- saveState writes the fields that changed since loadState (all of them
--- for a new state). Formatting a double with %.17g costs about a
--- microsecond in Redis's Lua, and a lease changes only a few fields.
-local function saveState(key, s)
+-- for a new state), and those of extra that are set. Formatting a double
+-- with %.17g costs about a microsecond in Redis's Lua, and a lease changes
+-- only a few fields.
+local function saveState(key, s, extra)
   local args = {}
   local o = s.orig
-  for i = 1, #STATE_FIELDS do
-    local f = STATE_FIELDS[i]
-    if o == nil or not unchanged(s[f], o[f]) then
+  local function put(f)
+    if s[f] ~= nil and (o == nil or not unchanged(s[f], o[f])) then
       args[#args + 1] = f
       if f == 'kind' then args[#args + 1] = s.kind else args[#args + 1] = enc(s[f]) end
     end
+  end
+  for i = 1, #STATE_FIELDS do put(STATE_FIELDS[i]) end
+  if extra then
+    for i = 1, #extra do put(extra[i]) end
   end
   if #args > 0 then redis.call('HSET', key, unpack(args)) end
 end

@@ -7,7 +7,8 @@ import "errors"
 // package's sentinels (ratelimit.ErrInvalidRate and so on), wrapped with the
 // offending value; test for all of them with errors.Is.
 var (
-	// ErrNilClient: New was given a nil Redis client.
+	// ErrNilClient: New was given a nil Redis client (or a typed nil, such
+	// as a nil *redis.Client).
 	ErrNilClient = errors.New("distributed: redis client must not be nil")
 	// ErrInvalidName: the limiter name is empty, longer than 200 bytes, or
 	// contains '{' or '}' (it becomes the keys' hash tag).
@@ -30,6 +31,15 @@ var (
 	// as an i/o timeout) must not see a slow Redis as one. Errors wrapping
 	// ErrUnavailable wrap it when a timeout was the cause.
 	ErrCallTimeout = errors.New("distributed: redis call timed out")
+	// ErrMisconfigured: Redis answered, with an error that no retry can fix
+	// (see IsMisconfiguration): a database index it does not have, a
+	// missing or wrong password, a cluster client against a server that
+	// is not in a cluster, an unknown command, a key of the wrong type.
+	// It is a configuration error, not an outage: the limiter never fails
+	// open on it (a fleet whose processes all run alone at their safe
+	// rate, sharing nothing, would look healthy), and it does not match
+	// ErrUnavailable. It wraps the client's error.
+	ErrMisconfigured = errors.New("distributed: redis is not set up for this limiter")
 	// ErrClosed: the limiter has been closed.
 	ErrClosed = errors.New("distributed: limiter closed")
 )

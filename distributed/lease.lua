@@ -1,8 +1,24 @@
 -- lease.lua: the distributed limiter's protocol, appended to engine.lua.
 --
--- KEYS[1]  the state hash  ratelimit:{name}:state  (one smooth engine)
--- KEYS[2]  the registry    ratelimit:{name}:procs  (process id -> "lastSeen demand pnext")
--- Both share the hash tag {name}, so they live in one cluster slot.
+-- KEYS[1]  the state hash     ratelimit:{name}:state    (one smooth engine,
+--                             plus the cached fair share: see below)
+-- KEYS[2]  the registry       ratelimit:{name}:procs    (process id ->
+--                             "slot bucket pnext")
+-- KEYS[3]  the demand counts  ratelimit:{name}:demand   ("parity:bucket" ->
+--                             processes)
+-- All share the hash tag {name}, so they live in one cluster slot.
+--
+-- Every lease does O(1) work in the number of processes. Time is cut into
+-- registry slots of regttl/2. A process counts in the fleet if it called
+-- in the current slot or the one before: each call moves its entry (and
+-- its count in the demand histogram) to the current slot, and the counts
+-- of a slot two behind are dropped at the first call of a new slot, so a
+-- silent process stops counting between regttl/2 and regttl after its
+-- last call, with no scan of the registry. The histogram counts processes
+-- per demand bucket (1/16 octave: a demand is rounded to within 2.2 %);
+-- the water level of the max-min fair share is computed from it, and
+-- cached in the state, at most every REFRESH µs. Dead registry entries
+-- (they no longer count) are swept a few at a time with HSCAN.
 --
 -- ARGV (all numbers as decimal strings):
 --  1 op        'lease' | 'refund' | 'setrate'
@@ -39,6 +55,21 @@
 local MAX_WAIT = 1e6
 local MIN_TTL_MS = 1000
 local MAX_TTL_MS = 86400000
+-- REFRESH is the longest the cached water level is used (µs): one lease in
+-- ten milliseconds reads the demand histogram, whatever the fleet's size.
+local REFRESH = 10000
+-- BUCKETS is the demand histogram's resolution, in buckets per octave: a
+-- reported demand counts as 2^(k/16) for the nearest k, within 2.2 %.
+local BUCKETS = 16
+-- SWEEP is how many registry entries each new slot looks at (HSCAN COUNT)
+-- to delete those that no longer count. They cost only memory, so a slow
+-- sweep is enough: at least 2 × SWEEP a second.
+local SWEEP = 64
+-- The fleet's fields of the state hash: the registry slot the demand
+-- counts belong to, the cached water level (+Inf when the fleet wants less
+-- than the rate), the spare rate per process in that case, the process
+-- count, when they were computed, and the sweep's HSCAN cursor.
+local FLEET = {'slot', 'lvl', 'spr', 'np', 'lvt', 'sc'}
 
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -49,17 +80,50 @@ end
 local callerRate, callerVer = dec(ARGV[4]), tonumber(ARGV[8])
 local pid = ARGV[9]
 local validity, regTTL = tonumber(ARGV[10]), tonumber(ARGV[11])
+local slotLen = math.max(1, math.floor(regTTL / 2))
 
 -- Registry: refuse a wrong-typed key with a clear error, before anything
 -- is written (PEXPIRE would otherwise put a TTL on a foreign key). A lease
--- learns the type from its HGETALL below; a refund or setrate, which are
--- rare, asks TYPE.
+-- learns the registry's type from its HGET below and the histogram's from
+-- its HGETALL; a refund or setrate, which are rare, asks TYPE.
 if op ~= 'lease' then
-  local rt = redis.call('TYPE', KEYS[2])['ok']
-  if rt ~= 'none' and rt ~= 'hash' then return wrongType(KEYS[2], 'registry') end
+  for i = 2, 3 do
+    local rt = redis.call('TYPE', KEYS[i])['ok']
+    if rt ~= 'none' and rt ~= 'hash' then return wrongType(KEYS[i], 'registry') end
+  end
 end
 
-local s = loadState(KEYS[1])
+-- parseEntry reads a registry entry "slot bucket pnext"; nil if absent or
+-- garbled. pnext is the process's own fair-share clock (see below).
+local function parseEntry(v)
+  if not v then return nil end
+  local sl, b, pn = string.match(v, '^(%S+) (%S+) (%S+)$')
+  sl, pn = tonumber(sl or ''), tonumber(pn or '')
+  if sl == nil or pn == nil then return nil end
+  return sl, b, pn
+end
+
+-- count moves a process in or out of the demand histogram of a slot. An
+-- empty bucket is deleted, so that the histogram holds only the buckets
+-- some process is in.
+local function count(sl, b, by)
+  local f = (sl % 2) .. ':' .. b
+  if redis.call('HINCRBY', KEYS[3], f, by) <= 0 then redis.call('HDEL', KEYS[3], f) end
+end
+
+-- leave removes the caller from the registry and from the counts of the
+-- slot it is counted in (the state's slot or the one before).
+local function leave(s)
+  local sl, b = parseEntry(redis.call('HGET', KEYS[2], pid))
+  if sl ~= nil and s ~= nil and s.slot ~= nil and (sl == s.slot or sl == s.slot - 1) then
+    count(sl, b, -1)
+    s.lvt = 0 -- the next lease recomputes the level without the caller
+  end
+  redis.call('HDEL', KEYS[2], pid)
+end
+
+local s = loadState(KEYS[1], FLEET)
+local fresh = false
 if s == nil then
   if op == 'refund' then
     -- Nothing to give back to: the state the permits came from is gone.
@@ -69,6 +133,7 @@ if s == nil then
   s = newState(ARGV[3], dec(ARGV[5]), tonumber(ARGV[6]), dec(ARGV[7]))
   s.ver, s.lc, s.born = math.max(1, callerVer), 0, now
   setRate(s, callerRate, now)
+  fresh = true
 elseif callerVer > s.ver and op ~= 'refund' then
   -- The state was lost and recreated by a process that knew an older
   -- configuration: the newer one wins, applied once.
@@ -92,22 +157,28 @@ local function ttlMs(extra)
 end
 
 local function persist()
-  saveState(KEYS[1], s)
+  saveState(KEYS[1], s, FLEET)
   redis.call('PEXPIRE', KEYS[1], ttlMs(2 * validity + regTTL))
-  -- A no-op when the registry does not exist (a refund that left it
-  -- empty): no need to ask EXISTS first. Its type has been checked.
-  redis.call('PEXPIRE', KEYS[2], math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000)))
+end
+
+-- The registry's keys live 2 × regttl after their last refresh: by then
+-- nothing in them counts any more.
+local function expireRegistry()
+  local ms = math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000))
+  redis.call('PEXPIRE', KEYS[2], ms)
+  redis.call('PEXPIRE', KEYS[3], ms)
 end
 
 local function reply(granted, wait, aheadBy, valid, procs)
   return {string.format('%d', granted), string.format('%d', wait), string.format('%d', aheadBy),
-    string.format('%d', valid), tostring(procs), string.format('%d', s.ver),
+    string.format('%d', valid), string.format('%d', procs), string.format('%d', s.ver),
     enc(rateOf(s)), encField(s, 'max'), string.format('%d', s.born)}
 end
 
 if op == 'setrate' then
   setRate(s, dec(ARGV[12]), now)
   s.ver = s.ver + 1
+  s.lvt = 0 -- the level is a share of the old rate
   persist()
   return reply(0, 0, 0, 0, 0)
 end
@@ -127,7 +198,7 @@ if op == 'refund' then
       if s.interval > 0 then refunded = math.floor(back / s.interval) else refunded = n end
     end
   end
-  if ARGV[14] == '1' then redis.call('HDEL', KEYS[2], pid) end
+  if ARGV[14] == '1' then leave(s) end
   persist()
   return reply(refunded, 0, 0, 0, 0)
 end
@@ -140,61 +211,120 @@ local need, want, maxWait = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARG
 local demand, tau = dec(ARGV[15]), tonumber(ARGV[16])
 if maxWait > MAX_WAIT then maxWait = MAX_WAIT end
 
--- Registry: each entry is "lastSeen demand pnext", where pnext is the
--- process's own virtual clock (see below). Record the caller, forget
--- processes silent for longer than regTTL, and collect the live demands.
-local function parseEntry(v)
-  local seen, d, pn = string.match(v or '', '^(%S+) (%S+) (%S+)$')
-  seen, d, pn = tonumber(seen or ''), dec(d or ''), tonumber(pn or '')
-  if seen == nil or d == nil or pn == nil or d ~= d or d < 0 then return nil end
-  return seen, d, pn
-end
-local all = redis.pcall('HGETALL', KEYS[2])
-if all.err then return wrongType(KEYS[2], 'registry') end
-local pnext = -INF -- new: as if idle for long
-local live, dead = {}, {}
-local found = false
-for i = 1, #all, 2 do
-  local seen, d, pn = parseEntry(all[i + 1])
-  if all[i] == pid then
-    found = true
-    if pn ~= nil then pnext = pn end
-    live[#live + 1] = {id = pid, d = demand}
-  elseif seen == nil or now - seen > regTTL then
-    dead[#dead + 1] = all[i]
-  else
-    live[#live + 1] = {id = all[i], d = d}
-  end
-end
-if not found then live[#live + 1] = {id = pid, d = demand} end
-if #dead > 0 then redis.call('HDEL', KEYS[2], unpack(dead)) end
+-- The caller's registry entry: one HGET, whatever the fleet's size.
+local e = redis.pcall('HGET', KEYS[2], pid)
+if type(e) == 'table' and e.err then return wrongType(KEYS[2], 'registry') end
+local esl, eb, pnext = parseEntry(e)
+if pnext == nil then pnext = -INF end -- new: as if idle for long
+if fresh then esl = nil end -- counts from before the state was lost are gone
 
--- Max-min fair share of the rate (water filling): processes that want less
--- than an equal split get what they want; the rest split what is left;
--- capacity nobody wants is spread evenly.
+-- The registry slot. A new one drops the counts of the slot two behind
+-- (all of them after a silence of more than a slot): the processes that
+-- last called then stop counting. A clock that stepped back keeps the
+-- latest slot.
+local cur = math.floor(now / slotLen)
+local refresh = fresh or s.lvt == nil or now - s.lvt >= REFRESH or now < s.lvt
+local newSlot = s.slot == nil or cur > s.slot
+if newSlot then
+  local h = redis.pcall('HGETALL', KEYS[3])
+  if h.err then return wrongType(KEYS[3], 'registry') end
+  local keep = false
+  if s.slot ~= nil and cur == s.slot + 1 then keep = tostring(s.slot % 2) end
+  local old = {}
+  for i = 1, #h, 2 do
+    if string.sub(h[i], 1, 1) ~= keep then old[#old + 1] = h[i] end
+  end
+  if #old > 0 then redis.call('HDEL', KEYS[3], unpack(old)) end
+  s.slot = cur
+  refresh = true
+elseif cur < s.slot then
+  cur = s.slot
+end
+
+-- Count the caller in the current slot, under its demand's bucket: it
+-- moves out of the previous slot (or out of its old bucket) at most once
+-- per slot or demand change, so most leases write nothing here.
+local b = 'z'
+if demand > 0 then
+  b = string.format('%d', math.floor(math.log(demand) / math.log(2) * BUCKETS + 0.5))
+end
+if esl == cur then
+  if eb ~= b then
+    count(cur, eb, -1)
+    count(cur, b, 1)
+  end
+elseif esl == cur - 1 then
+  count(esl, eb, -1)
+  count(cur, b, 1)
+else
+  count(cur, b, 1)
+end
+
+-- Max-min fair share of the rate (water filling) over the histogram of
+-- the processes counted in the current and the previous slot: processes
+-- that want less than an equal split get what they want; the rest split
+-- what is left; capacity nobody wants is spread evenly. O(buckets), and
+-- done at most every REFRESH µs; the result is cached in the state.
 local rate = rateOf(s)
-local cap, share = want, INF
-if rate < INF then
-  table.sort(live, function(a, b) return a.d < b.d end)
-  local level, remaining = INF, rate
-  for i = 1, #live do
-    local l = remaining / (#live - i + 1)
-    if live[i].d > l then
+if refresh then
+  local h = redis.pcall('HGETALL', KEYS[3])
+  if h.err then return wrongType(KEYS[3], 'registry') end
+  local byBucket, list = {}, {}
+  for i = 1, #h, 2 do
+    local c = tonumber(h[i + 1])
+    if c and c > 0 then
+      local k = string.sub(h[i], 3)
+      if byBucket[k] == nil then
+        local v = 0
+        if k ~= 'z' then v = 2 ^ (tonumber(k) / BUCKETS) end
+        byBucket[k] = {v = v, c = 0}
+        list[#list + 1] = byBucket[k]
+      end
+      byBucket[k].c = byBucket[k].c + c
+    end
+  end
+  table.sort(list, function(x, y) return x.v < y.v end)
+  local n = 0
+  for i = 1, #list do n = n + list[i].c end
+  local level, remaining, m = INF, rate, n
+  for i = 1, #list do
+    local l = remaining / m
+    if list[i].v > l then
       level = l
       break
     end
-    remaining = remaining - live[i].d
+    remaining = remaining - list[i].v * list[i].c
+    m = m - list[i].c
   end
-  if level == INF then
-    share = demand + remaining / #live
-  else
+  s.np, s.lvl, s.lvt = math.max(n, 1), level, now
+  if level == INF and n > 0 then s.spr = remaining / n else s.spr = 0 end
+  if newSlot then
+    -- Sweep a few registry entries that no longer count (the caller's
+    -- own is written again below).
+    local r = redis.call('HSCAN', KEYS[2], string.format('%d', s.sc or 0), 'COUNT', SWEEP)
+    s.sc = tonumber(r[1])
+    local dead = {}
+    for i = 1, #r[2], 2 do
+      local sl = parseEntry(r[2][i + 1])
+      if sl == nil or sl < cur - 1 then dead[#dead + 1] = r[2][i] end
+    end
+    if #dead > 0 then redis.call('HDEL', KEYS[2], unpack(dead)) end
+  end
+end
+local np = s.np
+
+local cap, share = want, INF
+if rate < INF then
+  if s.lvl < INF then
     -- Contended: the fair level. A process that wants less only asks for
     -- less (its lease is sized by its demand), so the level is merely its
     -- ceiling; holding it to its noisy demand estimate would starve it.
-    share = level
+    share = s.lvl
+  else
+    share = demand + s.spr
   end
   -- A process that has not measured its demand yet gets an equal split.
-  if not (share > 0) then share = rate / #live end
+  if not (share > 0) then share = rate / np end
   cap = math.max(1, math.floor(share * tau / 1e6))
 end
 local grant = math.max(need, math.min(want, cap))
@@ -208,12 +338,11 @@ local grant = math.max(need, math.min(want, cap))
 -- once; otherwise a process may book no faster than its share, and a
 -- process that fell behind (others asked first) gets no credit for it:
 -- credit would let everyone book far ahead and turn the shared queue into
--- latency. ahead(pn) is the caller's distance to its next lease: a lease
--- with maximum wait w can be granted once it is <= w.
+-- latency.
 resync(s, now)
 local lead = 0
 if share < INF and s.stored > 0 then
-  lead = math.floor(s.stored / #live / share * 1e6)
+  lead = math.floor(s.stored / np / share * 1e6)
   if lead ~= lead then lead = 0 end
 end
 if pnext < now - lead then pnext = now - lead end
@@ -233,26 +362,23 @@ local function ahead(pn)
   if pn > now then a = a + tau end
   return a
 end
--- The registry entry: now is an integer (TIME or an int64 argument), and
--- the demand is the caller's own decimal string, which reads back as the
--- same double; formatting either again would cost about half a µs each.
-local function entry(pn)
-  return string.format('%d', now) .. ' ' .. ARGV[15] .. ' ' .. enc(pn)
+local function finish()
+  redis.call('HSET', KEYS[2], pid, string.format('%d', cur) .. ' ' .. b .. ' ' .. enc(pnext))
+  persist()
+  if refresh then expireRegistry() end
 end
 local wait = ahead(pnext)
 if wait > maxWait then
-  redis.call('HSET', KEYS[2], pid, entry(pnext))
-  persist()
-  return reply(0, 0, wait, 0, #live)
+  finish()
+  return reply(0, 0, wait, 0, np)
 end
 local moment, cost = reserve(s, grant, now)
 s.lc = cost
 if share < INF then
   pnext = pnext + math.ceil(grant * 1e6 / share)
 end
-redis.call('HSET', KEYS[2], pid, entry(pnext))
-persist()
+finish()
 -- ahead tells the caller when its next lease can be granted at the
 -- earliest (with a maximum wait of w: after ahead - w), so that it does
 -- not ask in vain.
-return reply(grant, moment - now, ahead(pnext), moment - now + validity, #live)
+return reply(grant, moment - now, ahead(pnext), moment - now + validity, np)

@@ -41,6 +41,10 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"safe rate", c, "x", 1, []Option{WithFailOpen(-1)}, ErrInvalidLease},
 		{"pid", c, "x", 1, []Option{WithProcessID("a b")}, ErrInvalidProcessID},
 		{"clock", c, "x", 1, []Option{WithClock(nil)}, ratelimit.ErrInvalidClock},
+		// The root package's WithClock refused a typed nil, which is not
+		// == nil but panics on its first Now; this package's copy of the
+		// check had drifted and let it through. They now share one.
+		{"typed nil clock", c, "x", 1, []Option{WithClock((*clocktest.Fake)(nil))}, ratelimit.ErrInvalidClock},
 	}
 	for _, tc := range cases {
 		l, err := New(tc.client, tc.lname, tc.rate, tc.opts...)

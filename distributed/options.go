@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/check"
 )
 
 // An Option configures a Limiter made by New.
@@ -37,6 +39,8 @@ const (
 	FailClosed
 )
 
+// String is the policy's name as the documentation and the ratelimit
+// command's messages spell it: "fail-open" or "fail-closed".
 func (p FailurePolicy) String() string {
 	if p == FailClosed {
 		return "fail-closed"
@@ -66,6 +70,8 @@ type config struct {
 
 	processID string
 
+	logger *slog.Logger // nil: no warnings
+
 	// Test hooks (unexported, set by the package's own tests).
 	scriptTime   func() int64 // explicit Redis time in µs instead of TIME
 	syncPrefetch bool         // prefetch in the caller's goroutine
@@ -73,8 +79,8 @@ type config struct {
 
 func buildConfig(opts []Option) (config, error) {
 	c := config{
-		coldFactor:      3.0,
-		maxBurstSeconds: 1.0,
+		coldFactor:      ratelimit.DefaultColdFactor,
+		maxBurstSeconds: ratelimit.DefaultMaxBurstSeconds,
 		leaseDuration:   100 * time.Millisecond,
 		callTimeout:     50 * time.Millisecond,
 		policy:          FailOpen,
@@ -97,9 +103,12 @@ func buildConfig(opts []Option) (config, error) {
 		c.leaseValidity = max(time.Second, 10*c.leaseDuration)
 	}
 	if c.registryTTL == 0 {
-		// A process that is busy renews its entry at least once per
-		// validity period; three missed periods mean it is gone.
-		c.registryTTL = 3 * c.leaseValidity
+		// The registry counts a process for one to two slots of
+		// registryTTL/2 after its last call (lease.lua): a dead process's
+		// share goes back to the others within a second, while a busy
+		// process, which calls at least every lease duration or so, stays
+		// counted without a gap.
+		c.registryTTL = max(time.Second, 4*c.leaseDuration)
 	}
 	if c.processID == "" {
 		host, _ := os.Hostname()
@@ -116,8 +125,8 @@ func buildConfig(opts []Option) (config, error) {
 // with c.Now(), as in the root package.
 func WithClock(c ratelimit.Clock) Option {
 	return optionFunc(func(cfg *config) error {
-		if c == nil {
-			return ratelimit.ErrInvalidClock
+		if err := check.Clock(c); err != nil {
+			return err
 		}
 		cfg.clock = c
 		return nil
@@ -130,8 +139,8 @@ func WithClock(c ratelimit.Clock) Option {
 // stores nothing. Negative is an error wrapping ratelimit.ErrInvalidWarmup.
 func WithWarmup(period time.Duration) Option {
 	return optionFunc(func(cfg *config) error {
-		if period < 0 {
-			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidWarmup, period)
+		if err := check.Warmup(period); err != nil {
+			return err
 		}
 		cfg.warmup, cfg.setWarmup = period, true
 		return nil
@@ -142,8 +151,8 @@ func WithWarmup(period time.Duration) Option {
 // finite, at least 1). Only with WithWarmup.
 func WithColdFactor(coldFactor float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(coldFactor) || math.IsInf(coldFactor, 0) || coldFactor < 1 {
-			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidColdFactor, coldFactor)
+		if err := check.ColdFactor(coldFactor); err != nil {
+			return err
 		}
 		cfg.coldFactor, cfg.setCold = coldFactor, true
 		return nil
@@ -154,8 +163,8 @@ func WithColdFactor(coldFactor float64) Option {
 // shared bursty bucket stores (default 1). Bursty limiters only.
 func WithMaxBurstSeconds(seconds float64) Option {
 	return optionFunc(func(cfg *config) error {
-		if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < 0 {
-			return fmt.Errorf("%w: %v", ratelimit.ErrInvalidBurst, seconds)
+		if err := check.MaxBurstSeconds(seconds); err != nil {
+			return err
 		}
 		cfg.maxBurstSeconds, cfg.setBurst = seconds, true
 		return nil
@@ -219,6 +228,19 @@ func WithFailOpen(safeRate float64) Option {
 			return fmt.Errorf("%w: safe rate %v", ErrInvalidLease, safeRate)
 		}
 		cfg.policy, cfg.safeRate = FailOpen, safeRate
+		return nil
+	})
+}
+
+// WithLogger makes the limiter report, at warning level, what it finds
+// wrong with its setup but can work with: once, when New is called, a
+// client without ContextTimeoutEnabled (WithCallTimeout then cannot bound
+// a call to a server that hangs; the call lingers until the client's
+// ReadTimeout, and Close waits for it). A nil logger is the default: no
+// warnings.
+func WithLogger(logger *slog.Logger) Option {
+	return optionFunc(func(cfg *config) error {
+		cfg.logger = logger
 		return nil
 	})
 }

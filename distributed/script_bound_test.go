@@ -34,7 +34,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		name := fmt.Sprintf("bound%d", seed)
-		keys := []string{"ratelimit:{" + name + "}:state", "ratelimit:{" + name + "}:procs"}
+		keys := keysOf(name)
 		base := func(op string, now int64, pid int) []any {
 			return []any{op, redisEpoch + now, "b", f64(rate), f64(burst), 0, "3", 1,
 				fmt.Sprintf("p%d", pid), 1_000_000, 3_000_000}
@@ -136,7 +136,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 func TestRefundNeverBeforeNow(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
-	keys := []string{"ratelimit:{rb}:state", "ratelimit:{rb}:procs"}
+	keys := keysOf("rb")
 	args := func(op string, now int64) []any {
 		return []any{op, redisEpoch + now, "b", "100", "0", 0, "3", 1, "p", 1_000_000, 3_000_000}
 	}

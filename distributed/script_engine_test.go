@@ -76,7 +76,7 @@ func TestScriptMatchesEngine(t *testing.T) {
 		rng := rand.New(rand.NewPCG(sn.seed, 42))
 		e := &engineScript{t: t, c: c, s: sc, key: fmt.Sprintf("engine-%d", sn.seed)}
 		now := int64(rng.IntN(1_000_000))
-		var g smooth.Limiter
+		var g smooth.Engine
 		if sn.kind == "b" {
 			g = smooth.NewBursty(smooth.Microsecond, sn.burst, sn.rate, now)
 		} else {

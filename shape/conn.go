@@ -142,6 +142,8 @@ type DeadlineError struct {
 	Cause error // the limiter's error, or context.DeadlineExceeded
 }
 
+// Error reads like a net.Conn's i/o timeout, naming the rate limit as the
+// reason; the cause is reached through Unwrap.
 func (e *DeadlineError) Error() string {
 	return "shape: i/o timeout: the rate limit's wait would pass the deadline"
 }
@@ -188,7 +190,12 @@ func newConn(c net.Conn, own, shared Limits, cfg config) *Conn {
 }
 
 // Read reads at most one chunk, paying first if nothing paid for is left.
+// Read and Write of a zero Conn (not made by NewConn or a Listener) return
+// an error wrapping ratelimit.ErrNotInitialized.
 func (c *Conn) Read(p []byte) (int, error) {
+	if c.Conn == nil {
+		return 0, notMade("Conn")
+	}
 	c.rd.mu.Lock()
 	defer c.rd.mu.Unlock()
 	return readChunk(c.Conn, p, &c.rd.p, &c.rd.credit, c.rd.pay)
@@ -197,6 +204,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Write writes p in chunks, paying for each before it goes out, and returns
 // the bytes written and, if fewer than len(p), the error.
 func (c *Conn) Write(p []byte) (int, error) {
+	if c.Conn == nil {
+		return 0, notMade("Conn")
+	}
 	c.wr.mu.Lock()
 	defer c.wr.mu.Unlock()
 	return writeChunks(c.Conn, p, &c.wr.p, c.wr.pay)
@@ -269,8 +279,13 @@ func NewListener(l net.Listener, shared Limits, perConn func(net.Conn) Limits, o
 	return &Listener{Listener: l, shared: shared, perConn: perConn, cfg: cfg}, nil
 }
 
-// Accept waits for a connection and returns it shaped, as a *Conn.
+// Accept waits for a connection and returns it shaped, as a *Conn. A zero
+// Listener (not made by NewListener) returns an error wrapping
+// ratelimit.ErrNotInitialized.
 func (l *Listener) Accept() (net.Conn, error) {
+	if l.Listener == nil {
+		return nil, notMade("Listener")
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err

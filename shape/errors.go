@@ -1,6 +1,11 @@
 package shape
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/smoothrate/ratelimit"
+)
 
 // Sentinel errors. Every function of this package that rejects an argument
 // returns an error wrapping one of these; test with errors.Is.
@@ -23,3 +28,9 @@ var (
 // outside [0, len(p)], which io's contracts forbid; the shaper stops rather
 // than lose or duplicate data.
 var ErrInvalidCount = errors.New("shape: wrapped reader or writer returned an invalid count")
+
+// notMade is the error of a method called on a zero wrapper, which has no
+// stream to wrap: the same sentinel as a zero ratelimit.Limiter's.
+func notMade(what string) error {
+	return fmt.Errorf("%w: shape.%s (use New%s)", ratelimit.ErrNotInitialized, what, what)
+}

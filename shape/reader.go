@@ -39,8 +39,12 @@ func NewReader(r io.Reader, lim ratelimit.Acquirer, opts ...Option) (*Reader, er
 // Read reads at most one chunk into p. If no paid-for bytes are left it
 // first pays for a chunk, waiting as the limiter says; if that wait fails
 // (WithContext), Read returns 0 and the context's error without touching the
-// wrapped reader.
+// wrapped reader. A zero Reader (not made by NewReader) returns an error
+// wrapping ratelimit.ErrNotInitialized.
 func (r *Reader) Read(p []byte) (int, error) {
+	if r.r == nil {
+		return 0, notMade("Reader")
+	}
 	return readChunk(r.r, p, &r.p, &r.credit, func(n int) error {
 		return r.p.payCtx(r.ctx, n)
 	})

@@ -1,175 +1,54 @@
 package shape
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/smoothrate/ratelimit/internal/units"
 )
 
-// The units of sizes and rates, as a user types them:
+// ParseSize parses a byte count such as "64KiB", "1.5M", "8Mbit" or "1e6"
+// (no "/s"). The units:
 //
-//	number   digits with an optional decimal point: 500, 1.5, .25
+//	number   500, 1.5, .25, 1e9
 //	prefix   k or K = 1000, M = 1000², G = 1000³, T = 1000⁴, P = 1000⁵, E = 1000⁶
 //	         Ki = 1024, Mi = 1024², Gi = 1024³, Ti = 1024⁴, Pi = 1024⁵, Ei = 1024⁶
 //	unit     B, or nothing = bytes; b, bit or bits = bits (÷ 8)
 //	per      rates only, optional: /s, or ps after a unit (Mbps)
 //
-// Examples: 500k (500 000 bytes), 1MiB (1 048 576 bytes), 10MB/s,
-// 2Gbit (250 000 000 bytes), 100Mbps. Lower-case m is refused rather than
-// guessed (milli or mega?). Spaces around the number are allowed.
-
-// maxUnitInput bounds the length of what ParseSize and ParseRate accept,
-// so that a hostile string cannot make them do big-number work. It admits
-// everything FormatRate and FormatSize print: the longest is FormatRate of
-// the smallest float64, 332 characters (a rate takes no exponent). No
-// exponent is read either, so the work grows only with the length.
-const maxUnitInput = 400
-
-// ParseSize parses a byte count such as "64KiB", "1.5M" or "8Mbit" (see the
-// units above; no "/s"). A fractional count of bytes is rounded to the
-// nearest byte. The result is at least 0; a negative or too large size
-// wraps ErrRange, anything malformed wraps ErrSyntax.
+// Lower-case m is refused rather than guessed (milli or mega?). It is the
+// grammar of the ratelimit command too, and of jobs.ParseRate's numbers. A
+// fractional count of bytes is rounded to the nearest byte. The result is
+// at least 0; a negative or too large size wraps ErrRange, anything
+// malformed wraps ErrSyntax.
 func ParseSize(s string) (int64, error) {
-	v, per, err := parseQuantity(s)
-	if err != nil {
-		return 0, err
-	}
-	if per {
-		return 0, fmt.Errorf("%w: %q: a size takes no \"/s\"", ErrSyntax, s)
-	}
-	if v.Sign() < 0 {
-		return 0, fmt.Errorf("%w: %q: a size cannot be negative", ErrRange, s)
-	}
-	// Round half up: floor(v + 1/2).
-	half := new(big.Rat).Add(v, big.NewRat(1, 2))
-	n := new(big.Int).Quo(half.Num(), half.Denom())
-	if !n.IsInt64() {
-		return 0, fmt.Errorf("%w: %q: more than %d bytes", ErrRange, s, int64(math.MaxInt64))
-	}
-	return n.Int64(), nil
+	n, err := units.Size(s)
+	return n, unitError(err)
 }
 
 // ParseRate parses a rate in bytes per second such as "500k", "1MiB/s",
-// "10MB/s", "2Gbit" or "100Mbps" (see the units above; "/s" is optional).
-// "inf" and "unlimited" give +Inf. The rate must be positive: zero or a
-// negative rate wraps ErrRange, anything malformed wraps ErrSyntax.
+// "10MB/s", "2Gbit", "100Mbps" or "1e9" (see ParseSize for the units; "/s"
+// is optional). "inf" and "unlimited" give +Inf. The rate must be positive:
+// zero, a negative rate or one too large for a float64 wraps ErrRange,
+// anything malformed wraps ErrSyntax.
 func ParseRate(s string) (float64, error) {
-	switch strings.TrimSpace(s) {
-	case "inf", "Inf", "unlimited":
-		return math.Inf(1), nil
-	}
-	v, _, err := parseQuantity(s)
-	if err != nil {
-		return 0, err
-	}
-	if v.Sign() <= 0 {
-		return 0, fmt.Errorf("%w: %q: a rate must be positive", ErrRange, s)
-	}
-	r, _ := v.Float64()
-	if math.IsInf(r, 0) {
-		return 0, fmt.Errorf("%w: %q: too large", ErrRange, s)
-	}
-	return r, nil
+	r, err := units.ByteRate(s)
+	return r, unitError(err)
 }
 
-var decimalPrefixes = map[byte]int64{'k': 1e3, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12, 'P': 1e15, 'E': 1e18}
-
-// parseQuantity parses number, prefix, unit and per, and returns the
-// quantity in bytes, exactly, and whether a "/s" was given.
-func parseQuantity(s string) (v *big.Rat, per bool, err error) {
-	orig := s
-	if len(s) > maxUnitInput {
-		return nil, false, fmt.Errorf("%w: %.20q…: longer than %d characters", ErrSyntax, s, maxUnitInput)
+// unitError puts this package's sentinel on an error of the unit parser.
+func unitError(err error) error {
+	if err == nil {
+		return nil
 	}
-	s = strings.TrimSpace(s)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
+	sentinel := ErrSyntax
+	if errors.Is(err, units.ErrRange) {
+		sentinel = ErrRange
 	}
-	i, dots := 0, 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-		if s[i] == '.' {
-			dots++
-		}
-		i++
-	}
-	num, rest := s[:i], strings.TrimSpace(s[i:])
-	if num == "" || num == "." || dots > 1 {
-		return nil, false, fmt.Errorf("%w: %q: want a number and a unit, like 500k or 1MiB/s", ErrSyntax, orig)
-	}
-	v, ok := new(big.Rat).SetString(num)
-	if !ok {
-		return nil, false, fmt.Errorf("%w: %q: bad number %q", ErrSyntax, orig, num)
-	}
-	if neg {
-		v.Neg(v)
-	}
-
-	unitErr := func(why string) error {
-		return fmt.Errorf("%w: %q: %s (units: k M G T P E = 1000ⁿ, Ki Mi Gi Ti Pi Ei = 1024ⁿ, B = bytes, b or bit = bits, optional /s)", ErrSyntax, orig, why)
-	}
-	// The prefix.
-	if rest != "" {
-		if m, ok := decimalPrefixes[rest[0]]; ok {
-			if strings.HasPrefix(rest[1:], "i") {
-				var exp int
-				switch rest[0] {
-				case 'k', 'K':
-					exp = 1
-				case 'M':
-					exp = 2
-				case 'G':
-					exp = 3
-				case 'T':
-					exp = 4
-				case 'P':
-					exp = 5
-				case 'E':
-					exp = 6
-				}
-				v.Mul(v, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(10*exp))))
-				rest = rest[2:]
-			} else {
-				v.Mul(v, new(big.Rat).SetInt64(m))
-				rest = rest[1:]
-			}
-		} else if rest[0] == 'm' {
-			return nil, false, unitErr("lower-case m is ambiguous; write M for mega")
-		}
-	}
-	// The unit.
-	unit, bits := true, false
-	switch {
-	case strings.HasPrefix(rest, "bits"):
-		bits, rest = true, rest[4:]
-	case strings.HasPrefix(rest, "bit"):
-		bits, rest = true, rest[3:]
-	case strings.HasPrefix(rest, "b"):
-		bits, rest = true, rest[1:]
-	case strings.HasPrefix(rest, "B"):
-		rest = rest[1:]
-	default:
-		unit = false
-	}
-	if bits {
-		v.Quo(v, big.NewRat(8, 1))
-	}
-	// The rate suffix.
-	switch rest {
-	case "":
-	case "/s":
-		per = true
-	case "ps":
-		if !unit {
-			return nil, false, unitErr(`"ps" only follows a unit, as in Mbps or MBps`)
-		}
-		per = true
-	default:
-		return nil, false, unitErr(fmt.Sprintf("unknown unit %q", rest))
-	}
-	return v, per, nil
+	return fmt.Errorf("%w: %w", sentinel, err)
 }
 
 var siPrefixes = []string{"", "k", "M", "G", "T", "P", "E"}

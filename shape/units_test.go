@@ -36,6 +36,8 @@ func TestParseRate(t *testing.T) {
 		{"1kiB", 1024},
 		{"3TiB", 3 << 40},
 		{"1P", 1e15},
+		{"1e9", 1e9}, // the exponent of jobs.ParseRate and run --rate: one grammar
+		{"2.5e3k", 2.5e6},
 		{"1PiB", 1 << 50},
 		{".5k", 500},
 		{"0.001", 0.001},
@@ -65,13 +67,12 @@ func TestParseRateErrors(t *testing.T) {
 		{"10MB/m", shape.ErrSyntax},
 		{"10MB/s/s", shape.ErrSyntax},
 		{"10kps", shape.ErrSyntax}, // ps needs a unit
-		{"1e6", shape.ErrSyntax},
 		{"0x10", shape.ErrSyntax},
 		{"NaN", shape.ErrSyntax},
-		{"+5", shape.ErrSyntax},
+		{"1e999", shape.ErrRange}, // a number, too large: not a syntax error
 		{"5 k B", shape.ErrSyntax},
 		{"1_000", shape.ErrSyntax},
-		{strings.Repeat("1", 401), shape.ErrSyntax}, // longer than maxUnitInput
+		{strings.Repeat("1", 401), shape.ErrSyntax}, // longer than the unit parser's 400-character bound
 		{"0", shape.ErrRange},
 		{"0k/s", shape.ErrRange},
 		{"-5k", shape.ErrRange},

@@ -36,8 +36,13 @@ func NewWriter(w io.Writer, lim ratelimit.Acquirer, opts ...Option) (*Writer, er
 // the number of bytes the wrapped writer accepted and, if that is less than
 // len(p), why: the writer's error, the context's error (WithContext), or
 // io.ErrShortWrite if the writer stopped short without saying why. A chunk
-// that was paid for but not written stays paid.
+// that was paid for but not written stays paid. A zero Writer (not made by
+// NewWriter) writes nothing and returns an error wrapping
+// ratelimit.ErrNotInitialized.
 func (w *Writer) Write(p []byte) (int, error) {
+	if w.w == nil {
+		return 0, notMade("Writer")
+	}
 	return writeChunks(w.w, p, &w.p, func(n int) error {
 		return w.p.payCtx(w.ctx, n)
 	})

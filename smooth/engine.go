@@ -1,6 +1,10 @@
 package smooth
 
-import "math"
+import (
+	"math"
+
+	"github.com/smoothrate/ratelimit/internal/sat"
+)
 
 // Kind tells which of Guava's two SmoothRateLimiter flavours an engine is.
 type Kind uint8
@@ -15,6 +19,8 @@ const (
 	WarmingUp
 )
 
+// String names the flavour as Guava's class does: "SmoothBursty" or
+// "SmoothWarmingUp".
 func (k Kind) String() string {
 	if k == WarmingUp {
 		return "SmoothWarmingUp"
@@ -31,13 +37,13 @@ const (
 	Microsecond = 1e6
 )
 
-// Limiter is the complete state of one smooth rate limiter. Every method
+// Engine is the complete state of one smooth rate limiter. Every method
 // takes the current time explicitly as now, an integer count of ticks on a
 // time line of the caller's choosing (usually "since the limiter was made").
-// Limiter does no locking and reads no clock: callers serialize access.
+// Engine does no locking and reads no clock: callers serialize access.
 //
 // The zero value is not usable; make one with NewBursty or NewWarmingUp.
-type Limiter struct {
+type Engine struct {
 	// storedPermits are the unused permits saved while the limiter was
 	// idle (fractional).
 	storedPermits float64
@@ -75,10 +81,10 @@ type Limiter struct {
 // The caller validates the arguments (positive, non-NaN rate; finite,
 // non-negative burst); the engine never panics, but garbage in is garbage
 // out.
-func NewBursty(ticksPerSecond, maxBurstSeconds, permitsPerSecond float64, now int64) Limiter {
-	l := Limiter{kind: Bursty, ticksPerSecond: ticksPerSecond, maxBurstSeconds: maxBurstSeconds}
-	l.SetRate(permitsPerSecond, now)
-	return l
+func NewBursty(ticksPerSecond, maxBurstSeconds, permitsPerSecond float64, now int64) Engine {
+	e := Engine{kind: Bursty, ticksPerSecond: ticksPerSecond, maxBurstSeconds: maxBurstSeconds}
+	e.SetRate(permitsPerSecond, now)
+	return e
 }
 
 // NewWarmingUp returns a SmoothWarmingUp engine at permitsPerSecond with a
@@ -87,117 +93,117 @@ func NewBursty(ticksPerSecond, maxBurstSeconds, permitsPerSecond float64, now in
 //
 // A warm-up of 0 ticks makes a warm limiter that stores nothing (Guava would
 // divide 0 by 0 and stop limiting after the first idle moment).
-func NewWarmingUp(ticksPerSecond float64, warmupTicks int64, coldFactor, permitsPerSecond float64, now int64) Limiter {
-	l := Limiter{kind: WarmingUp, ticksPerSecond: ticksPerSecond, warmupPeriod: warmupTicks, coldFactor: coldFactor}
-	l.SetRate(permitsPerSecond, now)
-	return l
+func NewWarmingUp(ticksPerSecond float64, warmupTicks int64, coldFactor, permitsPerSecond float64, now int64) Engine {
+	e := Engine{kind: WarmingUp, ticksPerSecond: ticksPerSecond, warmupPeriod: warmupTicks, coldFactor: coldFactor}
+	e.SetRate(permitsPerSecond, now)
+	return e
 }
 
 // Kind reports the flavour of the engine.
-func (l *Limiter) Kind() Kind { return l.kind }
+func (e *Engine) Kind() Kind { return e.kind }
 
 // SetRate changes the stable rate at time now, as Guava's doSetRate does:
 // first resync at the old rate, then rescale the stored permits so that the
 // bucket keeps the same fraction of its (new) capacity. Debt already booked
 // in nextFreeTicket is not repriced.
-func (l *Limiter) SetRate(permitsPerSecond float64, now int64) {
-	l.resync(now)
-	l.stableInterval = l.ticksPerSecond / permitsPerSecond
-	oldMax := l.maxPermits
-	if l.kind == Bursty {
-		l.setRateBursty(permitsPerSecond, oldMax)
+func (e *Engine) SetRate(permitsPerSecond float64, now int64) {
+	e.resync(now)
+	e.stableInterval = e.ticksPerSecond / permitsPerSecond
+	oldMax := e.maxPermits
+	if e.kind == Bursty {
+		e.setRateBursty(permitsPerSecond, oldMax)
 	} else {
-		l.setRateWarmingUp(oldMax)
+		e.setRateWarmingUp(oldMax)
 	}
 	// Guava lets NaN and +Inf leak through the rescale in corner cases
 	// (0·Inf, Inf·x/Inf, MaxFloat64 products). At a finite rate such a
 	// value would make every later wait (long)NaN = 0, an unlimited
 	// limiter; choose the conservative end instead. Infinite rates keep
 	// Guava's values bit for bit (its own infinity tests pass through NaN).
-	if !math.IsInf(permitsPerSecond, 1) && (l.storedPermits != l.storedPermits || math.IsInf(l.storedPermits, 1)) {
-		if l.kind == Bursty {
-			l.storedPermits = 0
+	if !math.IsInf(permitsPerSecond, 1) && (e.storedPermits != e.storedPermits || math.IsInf(e.storedPermits, 1)) {
+		if e.kind == Bursty {
+			e.storedPermits = 0
 		} else {
-			l.storedPermits = l.maxPermits
+			e.storedPermits = e.maxPermits
 		}
-	} else if !math.IsInf(permitsPerSecond, 1) && l.storedPermits > l.maxPermits {
+	} else if !math.IsInf(permitsPerSecond, 1) && e.storedPermits > e.maxPermits {
 		// The rescale stored·newMax/oldMax can overshoot newMax: out of a
 		// subnormal oldMax (rates below ~1e-299/s) by far, since
 		// stored·newMax rounds to a few subnormal steps (FuzzLimiter: 1/24
 		// stored for a maxPermits of 0.02425). A bursty bucket would then
 		// hand out more than it holds.
-		l.storedPermits = l.maxPermits
+		e.storedPermits = e.maxPermits
 	}
-	l.version++
+	e.version++
 }
 
-func (l *Limiter) setRateBursty(permitsPerSecond, oldMax float64) {
-	if l.maxBurstSeconds == 0 {
-		l.maxPermits = 0 // a metronome, even at an infinite rate (0·Inf is NaN)
+func (e *Engine) setRateBursty(permitsPerSecond, oldMax float64) {
+	if e.maxBurstSeconds == 0 {
+		e.maxPermits = 0 // a metronome, even at an infinite rate (0·Inf is NaN)
 	} else {
-		l.maxPermits = l.maxBurstSeconds * permitsPerSecond
+		e.maxPermits = e.maxBurstSeconds * permitsPerSecond
 	}
 	switch {
 	case oldMax == math.Inf(1):
 		// Coming from an infinite rate: a full burst.
-		l.storedPermits = l.maxPermits
+		e.storedPermits = e.maxPermits
 	case oldMax == 0:
 		// First configuration: start empty.
-		l.storedPermits = 0
+		e.storedPermits = 0
 	default:
-		l.storedPermits = l.storedPermits * l.maxPermits / oldMax
+		e.storedPermits = e.storedPermits * e.maxPermits / oldMax
 	}
 }
 
-func (l *Limiter) setRateWarmingUp(oldMax float64) {
-	if l.warmupPeriod == 0 {
+func (e *Engine) setRateWarmingUp(oldMax float64) {
+	if e.warmupPeriod == 0 {
 		// Decision D3: no warm-up means a warm limiter that stores
 		// nothing, not Guava's 0/0.
-		l.thresholdPermits, l.maxPermits, l.slope = 0, 0, 0
-		l.storedPermits = 0
+		e.thresholdPermits, e.maxPermits, e.slope = 0, 0, 0
+		e.storedPermits = 0
 		return
 	}
-	w := float64(l.warmupPeriod)
-	coldInterval := l.stableInterval * l.coldFactor
-	l.thresholdPermits = 0.5 * w / l.stableInterval
-	l.maxPermits = l.thresholdPermits + 2.0*w/(l.stableInterval+coldInterval)
-	l.slope = (coldInterval - l.stableInterval) / (l.maxPermits - l.thresholdPermits)
+	w := float64(e.warmupPeriod)
+	coldInterval := e.stableInterval * e.coldFactor
+	e.thresholdPermits = 0.5 * w / e.stableInterval
+	e.maxPermits = e.thresholdPermits + 2.0*w/(e.stableInterval+coldInterval)
+	e.slope = (coldInterval - e.stableInterval) / (e.maxPermits - e.thresholdPermits)
 	switch {
 	case oldMax == math.Inf(1):
 		// Coming from an infinite rate: fully warm (Guava's asymmetry
 		// with SmoothBursty).
-		l.storedPermits = 0
+		e.storedPermits = 0
 	case oldMax == 0:
 		// First configuration: start cold.
-		l.storedPermits = l.maxPermits
+		e.storedPermits = e.maxPermits
 	default:
-		l.storedPermits = l.storedPermits * l.maxPermits / oldMax
+		e.storedPermits = e.storedPermits * e.maxPermits / oldMax
 	}
 }
 
 // Rate returns the stable rate in permits per second, computed back from the
 // stable interval as Guava's getRate does (so 7.0 reads 6.999999999999999).
-func (l *Limiter) Rate() float64 { return l.ticksPerSecond / l.stableInterval }
+func (e *Engine) Rate() float64 { return e.ticksPerSecond / e.stableInterval }
 
 // coolDownInterval is the number of ticks it takes to store one permit
 // while idle.
-func (l *Limiter) coolDownInterval() float64 {
-	if l.kind == Bursty || l.warmupPeriod == 0 {
-		return l.stableInterval
+func (e *Engine) coolDownInterval() float64 {
+	if e.kind == Bursty || e.warmupPeriod == 0 {
+		return e.stableInterval
 	}
-	return float64(l.warmupPeriod) / l.maxPermits
+	return float64(e.warmupPeriod) / e.maxPermits
 }
 
 // resync stores the permits earned since nextFreeTicket, if now is later.
 // A now in the past changes nothing: a clock that steps back only makes the
 // next wait longer.
-func (l *Limiter) resync(now int64) {
-	if now > l.nextFreeTicket {
-		newPermits := float64(now-l.nextFreeTicket) / l.coolDownInterval()
+func (e *Engine) resync(now int64) {
+	if now > e.nextFreeTicket {
+		newPermits := float64(now-e.nextFreeTicket) / e.coolDownInterval()
 		// The builtin min has Java's Math.min semantics (NaN wins, -0 < +0)
 		// and, unlike math.Min on amd64, is inlined.
-		l.storedPermits = min(l.maxPermits, l.storedPermits+newPermits)
-		l.nextFreeTicket = now
+		e.storedPermits = min(e.maxPermits, e.storedPermits+newPermits)
+		e.nextFreeTicket = now
 	}
 }
 
@@ -217,127 +223,136 @@ type Undo struct {
 //
 // The returned Undo lets Cancel give the reservation back exactly, as long
 // as nothing else changed the engine in between.
-func (l *Limiter) Reserve(permits int, now int64) (moment int64, undo Undo) {
-	l.resync(now)
-	moment = l.nextFreeTicket
-	undo = Undo{storedPermits: l.storedPermits, nextFreeTicket: l.nextFreeTicket}
+func (e *Engine) Reserve(permits int, now int64) (moment int64, undo Undo) {
+	e.resync(now)
+	moment = e.nextFreeTicket
+	undo = Undo{storedPermits: e.storedPermits, nextFreeTicket: e.nextFreeTicket}
 	requested := float64(permits)
-	storedToSpend := min(requested, l.storedPermits)
-	freshPermits := requested - storedToSpend
-	wait := javaLong(float64(freshPermits * l.stableInterval))
-	if l.kind != Bursty { // a bursty limiter's stored permits are free
+	storedToSpend := min(requested, e.storedPermits)
+	// When the stored permits cover the request (the usual case of a
+	// limiter faster than its callers), the fresh price is Guava's
+	// (long)(0 × stableInterval): 0 for every interval, +Inf included
+	// ((long)NaN is 0 too), so skipping it changes no bit. NaN stored
+	// permits make freshPermits NaN, which takes the general path.
+	var wait int64
+	if freshPermits := requested - storedToSpend; freshPermits != 0 {
+		wait = javaLong(float64(freshPermits * e.stableInterval))
+	}
+	if e.kind != Bursty { // a bursty limiter's stored permits are free
 		// Saturating, unlike Guava's plain long sum: a saturated fresh
 		// price plus a stored one must not wrap to a negative wait
 		// (found by FuzzLimiter at 1e-9 permits/s).
-		wait = saturatedAdd(l.storedPermitsToWaitTime(l.storedPermits, storedToSpend), wait)
+		wait = sat.Add(e.storedPermitsToWaitTime(e.storedPermits, storedToSpend), wait)
 	}
-	l.nextFreeTicket = saturatedAdd(l.nextFreeTicket, wait)
-	l.storedPermits -= storedToSpend
-	l.version++
-	undo.version = l.version
+	if wait != 0 {
+		e.nextFreeTicket = sat.Add(e.nextFreeTicket, wait)
+	}
+	e.storedPermits -= storedToSpend
+	e.version++
+	undo.version = e.version
 	return moment, undo
 }
 
 // ReserveWait books permits at now and returns how long the caller must wait
 // (never negative): Guava's reserveAndGetWaitLength.
-func (l *Limiter) ReserveWait(permits int, now int64) int64 {
-	moment, _ := l.Reserve(permits, now)
-	return max(saturatedSub(moment, now), 0)
+func (e *Engine) ReserveWait(permits int, now int64) int64 {
+	moment, _ := e.Reserve(permits, now)
+	return sat.Wait(moment, now)
 }
 
 // Cancel gives back the reservation described by u if it is still the most
 // recent change to the engine, restoring nextFreeTicket and storedPermits
 // exactly. It reports whether it did.
-func (l *Limiter) Cancel(u Undo) bool {
-	if u.version == 0 || u.version != l.version {
+func (e *Engine) Cancel(u Undo) bool {
+	if u.version == 0 || u.version != e.version {
 		return false
 	}
-	l.storedPermits = u.storedPermits
-	l.nextFreeTicket = u.nextFreeTicket
-	l.version++
+	e.storedPermits = u.storedPermits
+	e.nextFreeTicket = u.nextFreeTicket
+	e.version++
 	return true
 }
 
 // storedPermitsToWaitTime prices spending k of the stored permits: the
 // integral of the throttling function over [stored-k, stored].
-func (l *Limiter) storedPermitsToWaitTime(stored, k float64) int64 {
-	if l.kind == Bursty {
+func (e *Engine) storedPermitsToWaitTime(stored, k float64) int64 {
+	if e.kind == Bursty {
 		return 0 // stored permits are free
 	}
-	above := stored - l.thresholdPermits
+	above := stored - e.thresholdPermits
 	var ticks int64
 	if above > 0 { // false for NaN, as in Java
 		take := min(above, k)
-		length := l.permitsToTime(above) + l.permitsToTime(above-take)
+		length := e.permitsToTime(above) + e.permitsToTime(above-take)
 		ticks = javaLong(take * length / 2.0) // the trapezoid
 		k -= take
 	}
-	return saturatedAdd(ticks, javaLong(float64(l.stableInterval*k))) // the rectangle
+	return sat.Add(ticks, javaLong(float64(e.stableInterval*k))) // the rectangle
 }
 
 // permitsToTime is the throttling interval at p permits above the
 // threshold. The float64 conversion forbids a fused multiply-add, which
 // Java never does and which would change the last bit.
-func (l *Limiter) permitsToTime(p float64) float64 {
-	return l.stableInterval + float64(p*l.slope)
+func (e *Engine) permitsToTime(p float64) float64 {
+	return e.stableInterval + float64(p*e.slope)
 }
 
 // NextFreeTicket returns the moment at which the next request may proceed
 // (Guava's queryEarliestAvailable; it does not resync).
-func (l *Limiter) NextFreeTicket() int64 { return l.nextFreeTicket }
+func (e *Engine) NextFreeTicket() int64 { return e.nextFreeTicket }
 
 // CanAcquire reports whether a request made at now with the given timeout
 // (ticks, clamped at 0) could start in time: nextFreeTicket - timeout <= now.
 // Like Guava it looks only at when the next request may start, not at the
 // number of permits.
-func (l *Limiter) CanAcquire(now, timeout int64) bool {
-	return saturatedSub(l.nextFreeTicket, max(timeout, 0)) <= now
+func (e *Engine) CanAcquire(now, timeout int64) bool {
+	return sat.Sub(e.nextFreeTicket, max(timeout, 0)) <= now
 }
 
 // StoredPermits returns the permits saved so far (as of the last resync).
-func (l *Limiter) StoredPermits() float64 { return l.storedPermits }
+func (e *Engine) StoredPermits() float64 { return e.storedPermits }
 
 // StoredPermitsAt returns the permits that would be stored at now, without
 // changing the engine.
-func (l *Limiter) StoredPermitsAt(now int64) float64 {
-	c := *l
+func (e *Engine) StoredPermitsAt(now int64) float64 {
+	c := *e
 	c.resync(now)
 	return c.storedPermits
 }
 
 // MaxPermits returns the cap on stored permits.
-func (l *Limiter) MaxPermits() float64 { return l.maxPermits }
+func (e *Engine) MaxPermits() float64 { return e.maxPermits }
 
 // StableInterval returns the cost of one permit at the stable rate, in ticks.
-func (l *Limiter) StableInterval() float64 { return l.stableInterval }
+func (e *Engine) StableInterval() float64 { return e.stableInterval }
 
 // ThresholdPermits returns the stored-permit level above which permits cost
 // more than the stable interval (warming-up only; 0 for bursty).
-func (l *Limiter) ThresholdPermits() float64 { return l.thresholdPermits }
+func (e *Engine) ThresholdPermits() float64 { return e.thresholdPermits }
 
 // Slope returns the growth of the throttling interval per stored permit
 // above the threshold (warming-up only; 0 for bursty).
-func (l *Limiter) Slope() float64 { return l.slope }
+func (e *Engine) Slope() float64 { return e.slope }
 
 // CoolDownInterval returns the ticks it takes to store one permit while idle.
-func (l *Limiter) CoolDownInterval() float64 { return l.coolDownInterval() }
+func (e *Engine) CoolDownInterval() float64 { return e.coolDownInterval() }
 
 // TicksPerSecond returns the engine's resolution.
-func (l *Limiter) TicksPerSecond() float64 { return l.ticksPerSecond }
+func (e *Engine) TicksPerSecond() float64 { return e.ticksPerSecond }
 
 // WarmupPeriod returns the warm-up period in ticks (0 for bursty).
-func (l *Limiter) WarmupPeriod() int64 { return l.warmupPeriod }
+func (e *Engine) WarmupPeriod() int64 { return e.warmupPeriod }
 
 // ColdFactor returns the cold factor (0 for bursty).
-func (l *Limiter) ColdFactor() float64 { return l.coldFactor }
+func (e *Engine) ColdFactor() float64 { return e.coldFactor }
 
 // MaxBurstSeconds returns the bursty limiter's storage in seconds (0 for
 // warming-up).
-func (l *Limiter) MaxBurstSeconds() float64 { return l.maxBurstSeconds }
+func (e *Engine) MaxBurstSeconds() float64 { return e.maxBurstSeconds }
 
 // Fill sets the stored permits to the maximum, as if the limiter had been
 // idle for long enough. It is how a bursty limiter starts full.
-func (l *Limiter) Fill() {
-	l.storedPermits = l.maxPermits
-	l.version++
+func (e *Engine) Fill() {
+	e.storedPermits = e.maxPermits
+	e.version++
 }

@@ -22,7 +22,7 @@ func (s state) String() string {
 	return fmt.Sprintf("stored=%v max=%v stableInterval=%v threshold=%v slope=%v", s.stored, s.max, s.stable, s.threshold, s.slope)
 }
 
-func stateOf(l *Limiter) state {
+func stateOf(l *Engine) state {
 	return state{l.storedPermits, l.maxPermits, l.stableInterval, l.thresholdPermits, l.slope}
 }
 
@@ -268,7 +268,7 @@ func guavaTraces() []trace {
 	}
 }
 
-func newTraceEngine(tr trace, ticksPerSecond float64) Limiter {
+func newTraceEngine(tr trace, ticksPerSecond float64) Engine {
 	if tr.warmup < 0 {
 		return NewBursty(ticksPerSecond, tr.burst, tr.rate, 0)
 	}
@@ -609,7 +609,7 @@ func TestRateRoundTrip(t *testing.T) {
 }
 
 // E12: 1e-10 qps and acquire(Integer.MAX_VALUE): (long)(2.1e25) saturates,
-// nextFreeTicket sticks at Long.MAX_VALUE (saturatedAdd), and the next
+// nextFreeTicket sticks at Long.MAX_VALUE (sat.Add), and the next
 // request would wait Long.MAX_VALUE - now.
 func TestSaturatedBooking(t *testing.T) {
 	for _, m := range modes {
@@ -840,7 +840,7 @@ func TestTruncationAt80kQPS(t *testing.T) {
 // cold factor 3, W/max otherwise (values from real Guava 31.1, §4).
 func TestCoolDownInterval(t *testing.T) {
 	cases := []struct {
-		e    Limiter
+		e    Engine
 		want float64
 	}{
 		{NewBursty(Microsecond, 1, 5, 0), 200000},
@@ -884,11 +884,11 @@ func TestCancel(t *testing.T) {
 	}
 
 	// Anything in between makes the reservation permanent.
-	for name, between := range map[string]func(*Limiter){
-		"reserve": func(l *Limiter) { l.Reserve(1, 9_000_000) },
-		"setRate": func(l *Limiter) { l.SetRate(3, 9_000_000) },
-		"fill":    func(l *Limiter) { l.Fill() },
-		"cancel of a later one": func(l *Limiter) {
+	for name, between := range map[string]func(*Engine){
+		"reserve": func(l *Engine) { l.Reserve(1, 9_000_000) },
+		"setRate": func(l *Engine) { l.SetRate(3, 9_000_000) },
+		"fill":    func(l *Engine) { l.Fill() },
+		"cancel of a later one": func(l *Engine) {
 			_, u := l.Reserve(1, 9_000_000)
 			l.Cancel(u)
 		},

@@ -109,7 +109,7 @@ func FuzzEngine(f *testing.F) {
 		}
 		bursty := in.byte()%2 == 0
 		rate := in.rate()
-		var l Limiter
+		var l Engine
 		if bursty {
 			l = NewBursty(tps, float64(in.byte())/4, rate, 0)
 			if in.byte()%2 == 1 {
@@ -262,7 +262,7 @@ func FuzzEngine(f *testing.F) {
 }
 
 // sameEngine compares two engines field by field, NaN equal to NaN.
-func sameEngine(a, b Limiter) bool {
+func sameEngine(a, b Engine) bool {
 	return same(a.storedPermits, b.storedPermits) && a.nextFreeTicket == b.nextFreeTicket &&
 		same(a.maxPermits, b.maxPermits) && same(a.stableInterval, b.stableInterval) && a.version == b.version
 }

@@ -22,28 +22,3 @@ func javaLong(x float64) int64 {
 		return int64(x)
 	}
 }
-
-// saturatedAdd is Guava's LongMath.saturatedAdd.
-func saturatedAdd(a, b int64) int64 {
-	s := a + b
-	// Overflow happened iff a and b have the same sign and s has the other one.
-	if (a^b) >= 0 && (a^s) < 0 {
-		if a < 0 {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	}
-	return s
-}
-
-// saturatedSub returns a-b clamped to the int64 range.
-func saturatedSub(a, b int64) int64 {
-	s := a - b
-	if (a^b) < 0 && (a^s) < 0 {
-		if a < 0 {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	}
-	return s
-}

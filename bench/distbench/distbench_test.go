@@ -27,11 +27,8 @@ package distbench
 // server's usec_per_call of EVALSHA, i.e. the script's run time).
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -55,7 +52,7 @@ const (
 
 var (
 	srvOnce sync.Once
-	srvCmd  *exec.Cmd
+	srv     *Server
 	srvAddr string
 	srvErr  error
 	names   atomic.Int64
@@ -63,9 +60,8 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if srvCmd != nil {
-		_ = srvCmd.Process.Kill()
-		_ = srvCmd.Wait()
+	if srv != nil {
+		srv.Stop()
 	}
 	os.Exit(code)
 }
@@ -75,67 +71,22 @@ func TestMain(m *testing.M) {
 // PATH the benchmarks are skipped, or fail when CI=true.
 func server(b *testing.B) string {
 	b.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
 			b.Fatal("redis-server must be on PATH")
 		}
 		b.Skip("redis-server is not on PATH (Debian/Ubuntu: apt-get install -y redis-server)")
 	}
-	srvOnce.Do(func() { srvAddr, srvErr = start(bin) })
+	srvOnce.Do(func() {
+		srv, srvErr = StartServer()
+		if srvErr == nil {
+			srvAddr = srv.Addr
+		}
+	})
 	if srvErr != nil {
 		b.Fatal(srvErr)
 	}
 	return srvAddr
-}
-
-func start(bin string) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir, err := os.MkdirTemp("", "distbench")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	srvCmd = cmd
-	// The server says when it accepts connections; read its log until
-	// then (and keep draining it afterwards).
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		said := false
-		for sc.Scan() {
-			if !said && strings.Contains(sc.Text(), "Ready to accept connections") {
-				said = true
-				ready <- true
-			}
-		}
-		if !said {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return "", errors.New("redis-server exited before accepting connections")
-		}
-	case <-time.After(15 * time.Second):
-		return "", errors.New("redis-server did not start within 15 s")
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 func newClient(b *testing.B) *redis.Client {

@@ -74,13 +74,13 @@ const (
 
 // throttling is the closed form of the warm-up curve, in seconds per permit
 // at s stored permits, from the engine's own parameters.
-func throttling(e *smooth.Limiter, s float64) float64 {
+func throttling(e *smooth.Engine, s float64) float64 {
 	return (e.StableInterval() + math.Max(0, s-e.ThresholdPermits())*e.Slope()) / e.TicksPerSecond()
 }
 
 // throttlingArea is the integral of throttling over [a, b]: what taking the
 // permits between a and b should cost, in seconds.
-func throttlingArea(e *smooth.Limiter, a, b float64) float64 {
+func throttlingArea(e *smooth.Engine, a, b float64) float64 {
 	above := func(s float64) float64 { return math.Max(0, s-e.ThresholdPermits()) }
 	ticks := e.StableInterval()*(b-a) + e.Slope()*(above(b)*above(b)-above(a)*above(a))/2
 	return ticks / e.TicksPerSecond()

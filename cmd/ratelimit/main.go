@@ -6,6 +6,7 @@
 //	ratelimit <command> [flags] [arguments]
 //	ratelimit help               # the list of commands
 //	ratelimit help <command>     # a command's flags and arguments
+//	ratelimit --version          # the module version it was built from
 //
 // For example, "ratelimit trace --warmup 2s" prints the schedule of a
 // warming-up limiter at 4 permits per second on a fake clock.
@@ -13,7 +14,9 @@
 // Each command lives in its own file and registers itself with one line in
 // the commands table below. A command gets its arguments and the three
 // standard streams and returns the exit status: 0 on success, 1 when the work
-// itself failed, 2 for a usage error (bad flag, bad argument).
+// itself failed, 2 for a usage error (bad flag, bad argument, a Redis that
+// is set up wrong), 128+n when signal n stopped it. Every error is one line
+// on standard error: "ratelimit <command>: <what is wrong>".
 package main
 
 import (
@@ -21,8 +24,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // command is one subcommand: a one-line summary for the usage text and the
@@ -37,7 +44,7 @@ type command struct {
 var commands = map[string]command{
 	"trace": {"replay acquires, sleeps and rate changes on a fake clock and print the schedule", runTrace},
 	"pipe":  {"copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)", runPipe},
-	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runRun},
+	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runJobs},
 	"proxy": {"serve a rate-limiting reverse proxy in front of an HTTP service", runProxy},
 }
 
@@ -61,6 +68,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version())
+		return exitOK
 	case "help", "-h", "-help", "--help":
 		if len(rest) == 0 {
 			usage(stdout)
@@ -100,6 +110,87 @@ func usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'ratelimit help <command>' for a command's flags and arguments.\n")
 	io.WriteString(w, b.String())
+}
+
+// version is the module version the binary was built from, as the go tool
+// recorded it: a tag (v1.2.0) for "go install ...@v1.2.0", a pseudo-version
+// or "(devel)" for a build in a checkout, followed by the VCS revision when
+// it was recorded.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "ratelimit (no build information)"
+	}
+	s := "ratelimit " + info.Main.Path + " " + info.Main.Version
+	for _, kv := range info.Settings {
+		if kv.Key == "vcs.revision" {
+			s += " " + kv.Value
+		}
+	}
+	return s + " " + info.GoVersion
+}
+
+// parseFlags parses a command's flags the same way for every command: help
+// (-h) prints the command's usage on stdout and exits 0; a bad flag prints
+// one line, "ratelimit <command>: <what is wrong>", on stderr and exits 2.
+// With interspersed, flags may come among the words (parseInterspersed);
+// otherwise they end at the first word. It returns the words, or done and
+// the status to exit with.
+func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (words []string, done bool, status int) {
+	usage := fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var err error
+	if interspersed {
+		words, err = parseInterspersed(fs, args)
+	} else if err = fs.Parse(args); err == nil {
+		words = fs.Args()
+	}
+	switch {
+	case err == flag.ErrHelp:
+		fs.SetOutput(stdout)
+		usage()
+		return nil, true, exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "ratelimit %s: %v (see ratelimit help %s)\n", fs.Name(), err, fs.Name())
+		return nil, true, exitUsage
+	}
+	fs.SetOutput(stderr)
+	return words, false, exitOK
+}
+
+// exitOnSignal makes SIGINT and SIGTERM run cleanup and end the process
+// with status 128 + the signal's number, as a shell reports a process the
+// signal killed; for commands whose work cannot stop by itself (pipe, in
+// the middle of a copy). cleanup runs at most once, whether through the
+// signal or through the returned function, which also stops the watch.
+func exitOnSignal(cleanup func()) (stop func()) {
+	once := sync.OnceFunc(cleanup)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			once()
+			os.Exit(signalStatus(sig))
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+		once()
+	}
+}
+
+// signalStatus is the exit status of a process stopped by sig: 128 + its
+// number (130 for SIGINT).
+func signalStatus(sig os.Signal) int {
+	if n, ok := sig.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 128 + int(syscall.SIGINT)
 }
 
 // parseInterspersed parses flags that may appear anywhere among the

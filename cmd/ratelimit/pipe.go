@@ -14,6 +14,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/shape"
 )
 
@@ -24,14 +25,14 @@ second (given as the argument or with --rate). Data goes out in chunks of
 about 10 ms, each paid for before it is written, so the output is smooth
 whatever the input's pace.
 
-Rates and sizes: a number with an optional prefix and unit.
+Rates and sizes: a number (500, 1.5, 1e9) with an optional prefix and unit.
   k M G T = 1000^n    Ki Mi Gi Ti = 1024^n    B or nothing = bytes
   b or bit = bits (a byte is 8 bits)          rates may end in /s (or ps: Mbps)
-  Examples: 500k, 1MiB/s, 10MB/s, 2Gbit, 100Mbps; "inf" for no limit.
+  Examples: 500k, 1MiB/s, 10MB/s, 2Gbit, 100Mbps, 1e9; "inf" for no limit.
 
-When standard error is a terminal, a progress line shows the bytes copied,
-the current and average rates and, when the size is known (--size, or
-standard input is a file), the time left.
+When standard error is a terminal (or with --progress), a progress line
+shows the bytes copied, the current and average rates and, when the size is
+known (--size, or standard input is a file), the time left.
 
 Examples:
   ratelimit pipe 1MiB < big.iso > /dev/null
@@ -43,7 +44,8 @@ Examples:
 
 const pipeUsageEnd = `
 Exit status: 0 on success, 1 on a read or write error (or when Redis cannot
-be reached with --fail-closed), 2 for bad flags or values.
+be reached with --fail-closed), 2 for bad flags or values (or a Redis that
+is set up wrong), 130 when interrupted (128 + the signal's number).
 
 Flags:
 `
@@ -56,6 +58,9 @@ type pipeConfig struct {
 	chunk  int           // 0: shape's default for the rate
 	size   int64         // -1: unknown
 	quiet  bool
+	// progress draws the progress line even when standard error is not
+	// a terminal.
+	progress bool
 }
 
 // defaultPipeBurst is how much data, in time at the rate, may leave at line
@@ -69,7 +74,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var rateS, burstS, chunkS, sizeS string
 	var warmup time.Duration
-	var quiet bool
+	var quiet, progress bool
 	fs.StringVar(&rateS, "rate", "", "the `rate`, e.g. 500k, 1MiB/s, 10MB/s, 2Gbit (or give it as the argument)")
 	fs.StringVar(&burstS, "burst", "", "how much may leave at once after the input stalled: a `duration` at the rate (100ms) or a size (256KiB); default 100ms")
 	fs.DurationVar(&warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period` (Guava's warm-up); excludes --burst")
@@ -77,46 +82,49 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&sizeS, "size", "", "expected input `size`, for the time left (default: the size of standard input if it is a file)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress line")
 	fs.BoolVar(&quiet, "q", false, "short for --quiet")
+	fs.BoolVar(&progress, "progress", false, "draw the progress line even when standard error is not a terminal")
 	var rf redisFlags
 	rf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), pipeUsage+redisHelp("bytes")+pipeUsageEnd)
 		fs.PrintDefaults()
 	}
-	words, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return status
 	}
-	if err != nil {
-		return exitUsage
-	}
+	const prefix = "ratelimit pipe"
 	cfg, err := pipeConfigFrom(rateS, burstS, chunkS, sizeS, warmup, quiet, words)
+	if err == nil && progress {
+		if quiet {
+			err = errors.New("--progress and --quiet cannot be combined")
+		}
+		cfg.progress = true
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return exitUsage
 	}
-	shared, err := rf.check(shape.ParseRate)
+	shared, err := rf.check(units.ByteRate)
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return exitUsage
 	}
 	var lim ratelimit.Acquirer
+	stopShared := func() {}
 	if shared == nil {
 		local, err := cfg.newLimiter()
 		if err != nil {
-			fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 			return exitUsage
 		}
 		lim = local
 	} else {
-		const prefix = "ratelimit pipe"
 		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, cfg.distributedOptions(), shape.FormatRate)
 		if status != exitOK {
 			return status
 		}
-		defer stop()
-		defer sl.closeOnSignal(stderr, prefix)()
-		lim = sl
+		lim, stopShared = sl, stop
 	}
 	if cfg.size < 0 {
 		cfg.size = inputSize(stdin)
@@ -129,19 +137,25 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	sw, err := shape.NewWriter(out, lim, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		stopShared()
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return exitUsage
 	}
-	var stopProgress func()
-	if !cfg.quiet && isTerminal(stderr) {
+	stopProgress := func() {}
+	if cfg.progress || !cfg.quiet && isTerminal(stderr) {
 		stopProgress = startProgress(stderr, &out.n, cfg.size)
 	}
+	// Interrupted, the progress line still ends with a newline (the
+	// shell's prompt must not be drawn over it), and a shared limit gives
+	// its permits back and leaves the registry at once.
+	finish := exitOnSignal(func() {
+		stopProgress()
+		stopShared()
+	})
 	// Hide stdin's WriterTo so that io.CopyBuffer reads into our buffer and
 	// every byte goes through the shaped Write.
 	_, err = io.CopyBuffer(sw, struct{ io.Reader }{stdin}, make([]byte, max(64<<10, cfg.chunk)))
-	if stopProgress != nil {
-		stopProgress()
-	}
+	finish()
 	if err != nil {
 		// shape reports a limiter error that wraps
 		// context.DeadlineExceeded as a missed deadline; a shared limit
@@ -151,7 +165,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if errors.As(err, &de) && errors.Is(de.Cause, distributed.ErrUnavailable) {
 			err = de.Cause
 		}
-		fmt.Fprintf(stderr, "ratelimit pipe: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return exitFail
 	}
 	return exitOK
@@ -170,8 +184,8 @@ func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, q
 		return cfg, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
 	}
 	var err error
-	if cfg.rate, err = shape.ParseRate(rateS); err != nil {
-		return cfg, fmt.Errorf("rate: %w", err)
+	if cfg.rate, err = units.ByteRate(rateS); err != nil {
+		return cfg, fmt.Errorf("rate %w", err)
 	}
 	if warmup < 0 {
 		return cfg, fmt.Errorf("--warmup %v: must not be negative", warmup)
@@ -185,9 +199,9 @@ func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, q
 		}
 	}
 	if chunkS != "" {
-		c, err := shape.ParseSize(chunkS)
+		c, err := units.Size(chunkS)
 		if err != nil {
-			return cfg, fmt.Errorf("--chunk: %w", err)
+			return cfg, fmt.Errorf("--chunk %w", err)
 		}
 		if c < 1 || c > 1<<30 {
 			return cfg, fmt.Errorf("--chunk %s: must be between 1 byte and 1GiB", chunkS)
@@ -195,8 +209,8 @@ func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, q
 		cfg.chunk = int(c)
 	}
 	if sizeS != "" {
-		if cfg.size, err = shape.ParseSize(sizeS); err != nil {
-			return cfg, fmt.Errorf("--size: %w", err)
+		if cfg.size, err = units.Size(sizeS); err != nil {
+			return cfg, fmt.Errorf("--size %w", err)
 		}
 	}
 	return cfg, nil
@@ -211,7 +225,7 @@ func parseBurst(s string, rate float64) (time.Duration, error) {
 		}
 		return d, nil
 	}
-	n, err := shape.ParseSize(s)
+	n, err := units.Size(s)
 	if err != nil {
 		return 0, fmt.Errorf("--burst %q: neither a duration (100ms) nor a size (256KiB)", s)
 	}

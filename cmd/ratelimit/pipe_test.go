@@ -107,7 +107,7 @@ func TestPipeBadArguments(t *testing.T) {
 	}
 	// Through the binary too: the exit status is the process's.
 	bin := buildBinary(t)
-	if _, stderr, code, _ := execStatus(t, bin, nil, "", "pipe", "5 parsecs"); code != 2 || !strings.Contains(stderr, "ratelimit pipe: rate:") {
+	if _, stderr, code, _ := execStatus(t, bin, nil, "", "pipe", "5 parsecs"); code != 2 || !strings.HasPrefix(stderr, `ratelimit pipe: rate "5 parsecs": unknown unit`) {
 		t.Errorf("binary: exit %d, stderr %q", code, stderr)
 	}
 	// help prints the usage and succeeds.

@@ -8,11 +8,8 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -96,7 +93,7 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 		// Both commands' rate parsers reject 0, which WithFailOpen
 		// would take as "the default".
 		if c.safeRate, err = parseRate(f.safeRate); err != nil {
-			return nil, fmt.Errorf("--safe-rate: %w", err)
+			return nil, fmt.Errorf("--safe-rate %w", err)
 		}
 	}
 	return c, nil
@@ -348,34 +345,6 @@ func (s *sharedLimit) close(w io.Writer, prefix string) {
 		fmt.Fprintf(w, "%s: warning: %v\n", prefix, err)
 	}
 	_ = s.client.Close()
-}
-
-// closeOnSignal makes SIGINT and SIGTERM close the limiter (giving its
-// permits back and leaving the fair-share registry at once, instead of
-// after its entry expires) before the process ends with status 128 + the
-// signal's number, as a shell reports a process the signal killed. For
-// commands that have no signal handling of their own (pipe). The returned
-// function stops it.
-func (s *sharedLimit) closeOnSignal(w io.Writer, prefix string) (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-ch:
-			s.close(w, prefix)
-			code := 128 + 2 // SIGINT's number, for a signal without one
-			if n, ok := sig.(syscall.Signal); ok {
-				code = 128 + int(n)
-			}
-			os.Exit(code)
-		case <-done:
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-	}
 }
 
 // formatJobRate prints a rate of jobs per second for messages.

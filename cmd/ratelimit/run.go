@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -14,11 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/jobs"
 )
 
@@ -31,8 +34,9 @@ arguments every "{}" is replaced by the job; if no argument has "{}", the job
 is added as the last argument. The command is run directly, not by a shell:
 for shell syntax use  sh -c '... "$1" ...' sh {}  so the job stays one word.
 
-RATE is jobs per second ("5" or "5/s"), or per another unit: "300/m",
-"2/h", "1000/d", "3/100ms"; "inf" for no limit.
+RATE is jobs per second ("5", "5/s" or "1e3"), or per another unit:
+"300/m", "2/h", "1000/d", "3/100ms"; "inf" for no limit. Numbers are read as
+pipe reads them.
 
 Jobs inherit standard output and standard error; their standard input is
 empty. With --parallel above 1 their output may interleave, as with xargs -P.
@@ -47,13 +51,26 @@ Examples:
 const runUsageEnd = `
 Exit status: 0 if every job succeeded, 1 if any failed (or was not started,
 as when Redis cannot be reached with --fail-closed), 2 for bad flags or
-values, 127 if the command cannot be found.
+values, 126 if the command cannot be executed, 127 if it cannot be found,
+130 when interrupted (128 + the signal's number), as xargs does.
 
 Flags:
 `
 
-// exitNotFound is xargs's status for a command that cannot be run.
-const exitNotFound = 127
+// xargs's statuses for a command that cannot be run.
+const (
+	exitCannotRun = 126 // found, but not executable
+	exitNotFound  = 127
+)
+
+// startStatus is the status for a command that could not be started (err
+// from exec.LookPath or exec.Cmd.Start): not found, or not executable.
+func startStatus(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitCannotRun
+}
 
 // runConfig is what the flags of run describe.
 type runConfig struct {
@@ -67,15 +84,14 @@ type runConfig struct {
 	jobs     []string // from ":::", or nil to read standard input
 }
 
-func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := runConfig{}
+	cfg := runConfig{burst: 1}
 	var rateS string
 	fs.StringVar(&rateS, "rate", "", "how fast jobs may start: `RATE` jobs per second, or 300/m, 2/h, 3/100ms (required)")
 	fs.IntVar(&cfg.parallel, "parallel", 1, "run at most `N` jobs at once")
 	fs.IntVar(&cfg.parallel, "P", 1, "short for --parallel")
-	fs.Float64Var(&cfg.burst, "burst", 1, "how many `jobs` may start at once, beyond the first, after an idle spell")
+	fs.Var((*numberFlag)(&cfg.burst), "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period`; excludes --burst")
 	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
@@ -87,33 +103,31 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	// Flags end at the command: its own flags are its own.
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	words, done, status := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return status
 	}
+	const prefix = "ratelimit run"
 	burstSet := false
 	fs.Visit(func(f *flag.Flag) { burstSet = burstSet || f.Name == "burst" })
-	if err := cfg.finish(rateS, burstSet, fs.Args()); err != nil {
-		fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+	if err := cfg.finish(rateS, burstSet, words); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return exitUsage
 	}
-	shared, err := rf.check(jobs.ParseRate)
+	shared, err := rf.check(units.JobRate)
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return exitUsage
 	}
 	var lim ratelimit.Acquirer
 	if shared == nil {
 		local, err := cfg.newLimiter()
 		if err != nil {
-			fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 			return exitUsage
 		}
 		lim = local
 	} else {
-		const prefix = "ratelimit run"
 		opts, err := cfg.distributedOptions()
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
@@ -130,33 +144,42 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path := cfg.command[0]
 	if !strings.Contains(path, "{}") {
 		if path, err = exec.LookPath(path); err != nil {
-			fmt.Fprintf(stderr, "ratelimit run: %v\n", err)
-			return exitNotFound
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return startStatus(err)
 		}
 	}
 
+	// Dispatch stops on a signal, or on the first failure with --fail-fast.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	// Interrupted, stop starting jobs and let the running ones be stopped
 	// by the same signal (a terminal sends it to the whole process group);
 	// a second signal kills the process as usual.
-	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
+	var caught atomic.Value // os.Signal
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	go func() {
-		<-sigCtx.Done()
-		stopSignals()
+		select {
+		case sig := <-sigs:
+			signal.Stop(sigs)
+			caught.Store(sig)
+			cancel(fmt.Errorf("interrupted (%v)", sig))
+		case <-ctx.Done():
+		}
 	}()
-	// Dispatch stops on a signal, or on the first failure with --fail-fast.
-	ctx, cancel := context.WithCancelCause(sigCtx)
-	defer cancel(nil)
 
 	out, errOut := syncWriter(stdout), syncWriter(stderr)
 	items := make(chan string)
 	inputDone := make(chan error, 1)
+	var given atomic.Int64 // jobs read, whether or not they were handed over
 	go func() {
-		inputDone <- feedJobs(ctx, cfg.jobs, stdin, items)
+		inputDone <- feedJobs(ctx, cfg.jobs, stdin, items, &given)
 		close(items)
 	}()
 
-	var total, failed, notStarted int
+	var reported, failed, notStarted int
+	startFailure := 0 // 126 or 127 once a job's command could not be started
 	errFailFast := errors.New("a job failed (--fail-fast)")
 	err = jobs.Stream(ctx, lim, cfg.parallel, items, func(_ context.Context, job string) error {
 		argv := expandCommand(cfg.command, job)
@@ -172,7 +195,8 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cmd.Stdout, cmd.Stderr = out, errOut
 		return cmd.Run()
 	}, func(r jobs.Result[string]) {
-		total++
+		reported++
+		var exitErr *exec.ExitError
 		switch {
 		case !r.Started:
 			notStarted++
@@ -184,33 +208,48 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		case r.Err != nil:
 			failed++
-			fmt.Fprintf(errOut, "ratelimit run: job %d (%s): %v\n", r.Index+1, r.Item, r.Err)
+			if !errors.As(r.Err, &exitErr) {
+				// Not the command's status: it could not be started.
+				startFailure = max(startFailure, startStatus(r.Err))
+			}
+			fmt.Fprintf(errOut, "%s: job %d (%s): %v\n", prefix, r.Index+1, r.Item, r.Err)
 			if cfg.failFast {
 				cancel(errFailFast)
 			}
 		}
 	})
-	status := exitOK
+	status = exitOK
 	if err == nil {
 		// The jobs ran out: the feeder is done, and may have failed.
 		if inputErr := <-inputDone; inputErr != nil {
-			fmt.Fprintf(errOut, "ratelimit run: reading jobs: %v\n", inputErr)
+			fmt.Fprintf(errOut, "%s: reading jobs: %v\n", prefix, inputErr)
 			status = exitFail
 		}
 	} else {
 		// Stopped early. The deferred cancel releases a feeder blocked
 		// handing over a job; one blocked reading standard input stays
 		// until the process exits.
-		fmt.Fprintf(errOut, "ratelimit run: stopped: %v\n", err)
+		fmt.Fprintf(errOut, "%s: stopped: %v\n", prefix, err)
 		status = exitFail
 	}
+	// Every job given counts: those the feeder read but Stream never took
+	// were not started either. (Read from standard input, the count is of
+	// the lines read before the stop.)
+	total := max(reported, int(given.Load()))
+	notStarted += total - reported
 	if failed > 0 || notStarted > 0 {
-		fmt.Fprintf(errOut, "ratelimit run: %d of %d jobs failed", failed, total)
+		fmt.Fprintf(errOut, "%s: %d of %d jobs failed", prefix, failed, total)
 		if notStarted > 0 {
 			fmt.Fprintf(errOut, ", %d not started", notStarted)
 		}
 		fmt.Fprintln(errOut)
 		status = exitFail
+	}
+	if startFailure != 0 {
+		status = startFailure
+	}
+	if sig, ok := caught.Load().(os.Signal); ok {
+		status = signalStatus(sig)
 	}
 	return status
 }
@@ -221,8 +260,8 @@ func (c *runConfig) finish(rateS string, burstSet bool, words []string) error {
 		return errors.New("--rate is required, e.g. --rate 5/s (see ratelimit help run)")
 	}
 	var err error
-	if c.rate, err = jobs.ParseRate(rateS); err != nil {
-		return fmt.Errorf("--rate: %w", err)
+	if c.rate, err = units.JobRate(rateS); err != nil {
+		return fmt.Errorf("--rate %w", err)
 	}
 	if c.parallel < 1 {
 		return fmt.Errorf("--parallel %d: must be at least 1", c.parallel)
@@ -233,7 +272,7 @@ func (c *runConfig) finish(rateS string, burstSet bool, words []string) error {
 	if burstSet && c.warmup > 0 {
 		return errors.New("--burst and --warmup cannot be combined")
 	}
-	if math.IsNaN(c.burst) || c.burst < 0 || c.burst > 1e9 {
+	if c.burst < 0 || c.burst > 1e9 {
 		return fmt.Errorf("--burst %v: must be between 0 and 1e9 jobs", c.burst)
 	}
 	for i, w := range words {
@@ -291,8 +330,9 @@ func (c runConfig) burstSeconds() (float64, error) {
 }
 
 // feedJobs sends the jobs to items: the given list, or the non-blank lines
-// of r. It stops when ctx ends.
-func feedJobs(ctx context.Context, list []string, r io.Reader, items chan<- string) error {
+// of r. It stops when ctx ends. given counts the jobs: the whole list at
+// once, or each line as it is read.
+func feedJobs(ctx context.Context, list []string, r io.Reader, items chan<- string, given *atomic.Int64) error {
 	send := func(job string) error {
 		select {
 		case items <- job:
@@ -302,6 +342,7 @@ func feedJobs(ctx context.Context, list []string, r io.Reader, items chan<- stri
 		}
 	}
 	if list != nil {
+		given.Add(int64(len(list)))
 		for _, job := range list {
 			if err := send(job); err != nil {
 				return err
@@ -316,6 +357,7 @@ func feedJobs(ctx context.Context, list []string, r io.Reader, items chan<- stri
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
+		given.Add(1)
 		if err := send(line); err != nil {
 			return err
 		}
@@ -372,4 +414,20 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// numberFlag is a flag.Value holding a plain number, read with the one
+// number grammar of every command (units.Number: 2.5, 1e3; no NaN, no
+// hexadecimal), not strconv's.
+type numberFlag float64
+
+func (f *numberFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
+
+func (f *numberFlag) Set(s string) error {
+	v, err := units.Number(s)
+	if err != nil {
+		return err
+	}
+	*f = numberFlag(v)
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -184,25 +185,30 @@ func TestExpandCommand(t *testing.T) {
 
 func TestFeedJobs(t *testing.T) {
 	items := make(chan string, 10)
-	err := feedJobs(context.Background(), nil, strings.NewReader("a\r\n\n  \nb c\nlast"), items)
+	var given atomic.Int64
+	err := feedJobs(context.Background(), nil, strings.NewReader("a\r\n\n  \nb c\nlast"), items, &given)
 	close(items)
 	var got []string
 	for it := range items {
 		got = append(got, it)
 	}
-	if err != nil || !slices.Equal(got, []string{"a", "b c", "last"}) {
-		t.Errorf("feedJobs = %q, %v", got, err)
+	if err != nil || !slices.Equal(got, []string{"a", "b c", "last"}) || given.Load() != 3 {
+		t.Errorf("feedJobs = %q, %v, counted %d", got, err, given.Load())
 	}
 	// A line longer than 1 MiB is an error, not a silent truncation.
 	long := strings.Repeat("x", 2<<20)
-	if err := feedJobs(context.Background(), nil, strings.NewReader(long), make(chan string, 1)); err == nil {
+	if err := feedJobs(context.Background(), nil, strings.NewReader(long), make(chan string, 1), &given); err == nil {
 		t.Error("a 2 MiB line was accepted")
 	}
 	// A cancelled context stops the feed.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := feedJobs(ctx, []string{"a"}, nil, make(chan string)); err == nil {
+	given.Store(0)
+	if err := feedJobs(ctx, []string{"a", "b"}, nil, make(chan string), &given); err == nil {
 		t.Error("feedJobs ignored the cancelled context")
+	}
+	if given.Load() != 2 {
+		t.Errorf("a list of 2 jobs counted %d", given.Load())
 	}
 }
 
@@ -214,7 +220,7 @@ func TestRunInProcessParallelOutput(t *testing.T) {
 	for i := range 20 {
 		fmt.Fprintf(&in, "%d\n", i)
 	}
-	code := runRun([]string{"--rate", "inf", "-P", "4", "echo", "n={}"}, strings.NewReader(in.String()), &stdout, &stderr)
+	code := runJobs([]string{"--rate", "inf", "-P", "4", "echo", "n={}"}, strings.NewReader(in.String()), &stdout, &stderr)
 	if code != 0 || stderr.Len() != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/smooth"
 )
 
@@ -69,13 +69,12 @@ type traceConfig struct {
 
 func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := traceConfig{set: map[string]bool{}}
+	cfg := traceConfig{set: map[string]bool{}, qps: 4, coldFactor: ratelimit.DefaultColdFactor, burst: ratelimit.DefaultMaxBurstSeconds}
 	var script string
-	fs.Float64Var(&cfg.qps, "qps", 4, "stable rate in permits per second (> 0, inf for unlimited)")
+	fs.Var((*rateFlag)(&cfg.qps), "qps", "stable `rate` in permits per second, as run's --rate: 4, 4/s, 240/m (inf for unlimited)")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "warm-up `period`: makes a warming-up limiter (Guava's SmoothWarmingUp); without it the limiter is bursty")
-	fs.Float64Var(&cfg.coldFactor, "cold-factor", 3, "warming-up only: how many times slower than the stable rate a cold limiter starts")
-	fs.Float64Var(&cfg.burst, "burst", 1, "bursty only: how many `seconds` of unused permits the limiter stores")
+	fs.Var((*numberFlag)(&cfg.coldFactor), "cold-factor", "warming-up only: how many times slower than the stable rate a cold limiter starts")
+	fs.Var((*numberFlag)(&cfg.burst), "burst", "bursty only: how many `seconds` of unused permits the limiter stores")
 	fs.BoolVar(&cfg.full, "full", false, "bursty only: start with the bucket full instead of empty")
 	fs.BoolVar(&cfg.guava, "guava", false, "count time in whole microseconds, bit-identical to Guava 31.1 (default: nanoseconds)")
 	fs.StringVar(&script, "script", "", "read operations from `file` (- for standard input) instead of the arguments")
@@ -84,13 +83,11 @@ func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 
-	words, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return status
 	}
-	if err != nil {
-		return exitUsage // the flag package has printed the error and the usage
-	}
+	var err error
 	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
 
 	var ops []op
@@ -164,14 +161,9 @@ func (c traceConfig) describe(lim *ratelimit.Limiter) string {
 		fmt.Fprintf(&b, ", no warm-up: stable interval %s s, stores nothing (never cold, never bursts)",
 			formatDuration(s.StableInterval))
 	} else if s.Kind == smooth.WarmingUp {
-		// The threshold is not part of a Snapshot; ask an engine built
-		// with the same arguments rather than restating the formula.
-		res := c.resolution()
-		e := smooth.NewWarmingUp(float64(time.Second/res), int64(c.warmup/res), c.coldFactorOrDefault(), c.qps, 0)
 		fmt.Fprintf(&b, ", warm-up %v, cold factor %s: stable interval %s s, cold interval %s s,\nstores up to %s permits (dearer than fresh ones above %s), starts cold",
-			c.warmup, formatFloat(c.coldFactorOrDefault()), formatDuration(s.StableInterval),
-			formatDuration(saturatedDuration(float64(s.StableInterval)*c.coldFactorOrDefault())),
-			formatFloat(s.MaxPermits), formatFloat(e.ThresholdPermits()))
+			c.warmup, formatFloat(c.coldFactor), formatDuration(s.StableInterval),
+			formatDuration(s.ColdInterval), formatFloat(s.MaxPermits), formatFloat(s.ThresholdPermits))
 	} else {
 		start := "starts empty"
 		if c.full {
@@ -182,23 +174,6 @@ func (c traceConfig) describe(lim *ratelimit.Limiter) string {
 	}
 	fmt.Fprintf(&b, "; time counted in %v ticks", c.resolution())
 	return b.String()
-}
-
-// saturatedDuration converts nanoseconds to a Duration, clamping at the
-// largest one: Go's conversion of a float beyond the int64 range is
-// implementation-defined (math.MinInt64 on amd64).
-func saturatedDuration(ns float64) time.Duration {
-	if ns >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return time.Duration(ns)
-}
-
-func (c traceConfig) coldFactorOrDefault() float64 {
-	if c.set["cold-factor"] {
-		return c.coldFactor
-	}
-	return 3
 }
 
 // opKind is what an operation does.
@@ -295,12 +270,9 @@ func parseOp(word string) (op, error) {
 		if !hasArg {
 			return bad("want rate:PERMITS_PER_SECOND, such as rate:2.5")
 		}
-		r, err := strconv.ParseFloat(arg, 64)
+		r, err := units.JobRate(arg)
 		if err != nil {
-			return bad("%q is not a number", arg)
-		}
-		if !(r > 0) {
-			return bad("the rate must be positive")
+			return bad("%v", err)
 		}
 		return op{kind: opRate, rate: r}, nil
 	}
@@ -486,4 +458,19 @@ func formatFloat(x float64) string {
 		s = "0"
 	}
 	return s
+}
+
+// rateFlag is a flag.Value holding a rate of permits per second, read as
+// run's --rate is (units.JobRate).
+type rateFlag float64
+
+func (f *rateFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
+
+func (f *rateFlag) Set(s string) error {
+	v, err := units.JobRate(s)
+	if err != nil {
+		return err
+	}
+	*f = rateFlag(v)
+	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +19,45 @@ import (
 	"github.com/smoothrate/ratelimit/clocktest"
 )
 
-// buildBinary compiles the command into a temporary directory, so that the
+// buildBinary compiles the command, once per test process, so that the
 // tests below exercise exactly what a user runs: flag parsing, exit status
 // and output streams included.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go tool is needed to build the binary: %v", err)
+	built.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			built.err = fmt.Errorf("the go tool is needed to build the binary: %v", err)
+			return
+		}
+		if built.dir, err = os.MkdirTemp("", "ratelimit-bin-"); err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(built.dir, "ratelimit")
+		if out, err := exec.Command(goTool, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	bin := filepath.Join(t.TempDir(), "ratelimit")
-	out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	return built.bin
+}
+
+// built is the binary buildBinary made, removed by TestMain.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
-	return bin
+	os.Exit(code)
 }
 
 // runBinary runs bin with args and stdin and returns stdout, stderr and the
@@ -244,7 +270,7 @@ func TestBinaryTrace(t *testing.T) {
 		{"negative sleep", []string{"trace", "sleep:-1s"}, "must not be negative"},
 		{"bad duration", []string{"trace", "sleep:soon"}, "is not a duration"},
 		{"negative rate op", []string{"trace", "rate:-2"}, "rate must be positive"},
-		{"bad rate op", []string{"trace", "rate:fast"}, `"fast" is not a number`},
+		{"bad rate op", []string{"trace", "rate:fast"}, `"fast": not a number`},
 		{"negative qps", []string{"trace", "--qps", "-4"}, "rate must be positive"},
 		{"zero qps", []string{"trace", "--qps", "0"}, "rate must be positive"},
 		{"bad qps", []string{"trace", "--qps", "four"}, "invalid value"},

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Cluster is a Redis Cluster on loopback: primaries only (StartCluster) or
@@ -51,19 +54,11 @@ func (c *Cluster) WaitOK(t testing.TB) {
 // with try's last complaint, prefixed by what, once d has passed.
 func poll(t testing.TB, d time.Duration, what string, try func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		last := try()
-		if last == "" {
-			return
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		if last := try(); last != "" {
+			c.Errorf("%s", last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: %s after %v: %s", what, d, last)
-		}
-		<-tick.C
-	}
+	}, d, 20*time.Millisecond, "redistest: %s after %v", what, d)
 }
 
 // NodeForKey returns the node that serves key's slot.

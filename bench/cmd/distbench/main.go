@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/smoothrate/ratelimit/bench/internal/report"
 )
@@ -31,7 +32,22 @@ func main() {
 	count := flag.Int("count", 5, "rounds: the benchmarks run this many times, each with -test.count=1")
 	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each run")
 	raw := flag.String("raw", "", "also write the raw benchmark output to this file (benchstat format)")
+	fleet := flag.String("fleet", "", "instead: the fleet benchmark for these fleet sizes, e.g. 1,16,256,1024 (see fleet.go)")
+	rate := flag.Float64("rate", 1000, "-fleet: the shared rate R")
+	warm := flag.Duration("warm", 3*time.Second, "-fleet: warm-up before each measurement")
+	measure := flag.Duration("measure", 10*time.Second, "-fleet: measured window per fleet size")
 	flag.Parse()
+	if *fleet != "" {
+		sizes, err := parseSizes(*fleet)
+		if err == nil {
+			err = runFleet(fleetConfig{sizes: sizes, rate: *rate, warm: *warm, measure: *measure}, os.Stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "distbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*count, *benchtime, *raw, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "distbench:", err)
 		os.Exit(1)

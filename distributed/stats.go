@@ -1,0 +1,57 @@
+package distributed
+
+import (
+	"time"
+)
+
+// Stats reports what a Limiter has done since it was made.
+type Stats struct {
+	Leases           int64         // lease calls that granted permits
+	PermitsLeased    int64         // permits granted by those calls
+	LargestLease     int64         // the most permits granted by one call
+	EmptyReplies     int64         // lease calls refused: the global bucket was empty
+	Refunds          int64         // refund calls that gave permits back
+	PermitsRefunded  int64         // permits given back
+	PermitsLapsed    int64         // leased permits that expired unspent
+	RedisCalls       int64         // every script call, successful or not
+	RedisErrors      int64         // calls that failed or timed out
+	LocalDecisions   int64         // Acquire/TryAcquire answered without waiting for Redis
+	RemoteDecisions  int64         // those that waited for a Redis reply
+	FallbackAdmitted int64         // permits admitted by the fallback limiter
+	FallbackTime     time.Duration // time spent with Redis unreachable
+	InFallback       bool          // Redis is unreachable now
+	// FallbackRate is the rate, in permits per second, at which this
+	// process admits on its own while InFallback: the safe rate, or the
+	// fleet's rate over the processes Redis last reported; 0 while it
+	// refuses instead (failing closed, no share known yet, or Redis set
+	// up wrong: see ErrMisconfigured).
+	FallbackRate float64
+	Held         int64   // permits in the local pool now
+	Processes    int     // live processes Redis last reported
+	Demand       float64 // measured requested demand, permits/s
+	LastError    error   // the last Redis error, if any
+}
+
+// Stats returns a snapshot of the limiter's counters.
+func (l *Limiter) Stats() Stats {
+	if !l.made() {
+		return Stats{}
+	}
+	now := l.elapsed()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	held := l.heldLocked(now) // counts what lapsed
+	s := l.st
+	s.Held = held
+	s.Processes = l.processes
+	s.Demand = l.demand
+	s.LastError = l.lastErr
+	s.InFallback = !l.healthy
+	if !l.healthy {
+		s.FallbackTime += now - l.fallbackAt
+		if l.cfg.policy == FailOpen {
+			s.FallbackRate = l.fallbackRate
+		}
+	}
+	return s
+}
