@@ -21,15 +21,16 @@ import (
 // The state of (algorithm, key) lives in the Redis key
 // prefix + tag + ":" + key, with prefix DefaultKeyPrefix ("throttle:") or
 // WithKeyPrefix's, and tag one of gcra, tb, lb, fw, sw, sl. GCRA, the
-// buckets and the windows keep a hash of three integers (fields a, b, c);
-// the sliding log keeps a sorted set with one member per admitted unit,
-// scored by its time in µs. Every key a script touches is passed in KEYS,
-// so Redis Cluster and proxies route it. Every write sets a TTL, never
-// below one second: until the key is back to its full allowance (GCRA,
-// buckets), until its windows no longer count (windows), until its newest
-// entry expires (log). A key that holds something else (another type, or a
-// hash without our fields) is an error wrapping ErrWrongType; nothing is
-// overwritten.
+// buckets and the windows keep their three integers as the string "a,b,c"
+// (one GET, one SET with PX: a hash would cost a PEXPIRE more per
+// decision); the sliding log keeps a sorted set with one member per
+// admitted unit, "<µs>:<i>", scored by its time in µs. Every key a script
+// touches is passed in KEYS, so Redis Cluster and proxies route it. Every
+// write sets a TTL, never below one second: until the key is back to its
+// full allowance (GCRA, buckets), until its windows no longer count
+// (windows), until its newest entry expires (log). A key that holds
+// something else (another type, or a string that is not a state) is an
+// error wrapping ErrWrongType and ErrStore; nothing is overwritten.
 //
 // The store adds no hash tag. In a Cluster, give keys that AllowAll checks
 // together a common tag: "{1.2.3.4}:ip" and "{1.2.3.4}:route:/x" hash by
