@@ -167,8 +167,8 @@ func isNil(v any) bool {
 // ResetAfter reduced by the time elapsed. Reset through this store forgets
 // the key's entry; a Reset by another process is seen once the cached
 // RetryAfter has passed. AllowAll does not use the cache. When full, a
-// random entry (an expired one if found) makes room. A MemoryStore has no
-// round trip to save and does not take this option.
+// random entry (an expired one if found) makes room. It applies to a
+// RedisStore only: a MemoryStore has no round trip to save.
 func WithRefusalCache(maxKeys int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if maxKeys < 1 {

@@ -61,42 +61,50 @@ var keyedCases = []struct {
 
 func BenchmarkKeyedRedis(b *testing.B) {
 	for _, kc := range keyedCases {
-		b.Run(kc.name, func(b *testing.B) {
-			c := newClient(b)
-			allow := kc.make(b, c)
-			if !allow() { // loads the script
-				b.Fatal("refused")
-			}
-			m := startMeter(b, c)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if !allow() {
-					b.Fatal("refused")
-				}
-			}
-			b.StopTimer()
-			m.report(b)
-		})
+		b.Run(kc.name, func(b *testing.B) { serialScript(b, kc.make) })
 	}
 }
 
 func BenchmarkKeyedRedisParallel(b *testing.B) {
 	for _, kc := range keyedCases {
-		b.Run(kc.name, func(b *testing.B) {
-			c := newClient(b)
-			allow := kc.make(b, c)
-			if !allow() {
-				b.Fatal("refused")
-			}
-			m := startMeter(b, c)
-			b.ReportAllocs()
-			b.ResetTimer()
-			if n := parallel(b, parallelism, allow); n > 0 {
-				b.Fatalf("%d of %d calls refused", n, b.N)
-			}
-			b.StopTimer()
-			m.report(b)
-		})
+		b.Run(kc.name, func(b *testing.B) { parallelScript(b, kc.make) })
 	}
+}
+
+// serialScript measures a one-script-per-call limiter made by mk on a
+// fresh client, one caller, with the Redis meter around the loop. Every
+// call must be allowed.
+func serialScript(b *testing.B, mk func(*testing.B, *redis.Client) func() bool) {
+	c := newClient(b)
+	allow := mk(b, c)
+	if !allow() { // loads the script
+		b.Fatal("refused")
+	}
+	m := startMeter(b, c)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if !allow() {
+			b.Fatal("refused")
+		}
+	}
+	b.StopTimer()
+	m.report(b)
+}
+
+// parallelScript is serialScript with 16 × GOMAXPROCS callers.
+func parallelScript(b *testing.B, mk func(*testing.B, *redis.Client) func() bool) {
+	c := newClient(b)
+	allow := mk(b, c)
+	if !allow() {
+		b.Fatal("refused")
+	}
+	m := startMeter(b, c)
+	b.ReportAllocs()
+	b.ResetTimer()
+	if n := parallel(b, parallelism, allow); n > 0 {
+		b.Fatalf("%d of %d calls refused", n, b.N)
+	}
+	b.StopTimer()
+	m.report(b)
 }
