@@ -78,6 +78,9 @@ type RedisStore struct {
 	cache  *refusalCache          // nil: off
 	group  func(key string) string
 	start  time.Time // the cache's time base without WithClock (monotonic)
+	// ttlFloor is the shortest TTL a script sets, in ms: 1000, or longer
+	// for tests (withTTLFloor).
+	ttlFloor int64
 }
 
 // algTags are the algorithms' parts of a Redis key.
@@ -104,7 +107,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStor
 	if cfg.maxKeysSet {
 		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption))
 	}
-	s := &RedisStore{client: client, cfg: cfg, start: time.Now()}
+	s := &RedisStore{client: client, cfg: cfg, start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
 		s.keyPre[a] = cfg.prefix + algTags[a] + ":"
 	}
@@ -174,8 +177,9 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 			return d, nil
 		}
 	}
-	args := checkArgs(make([]any, 1, 10), &r)
+	args := checkArgs(make([]any, 1, 11), &r)
 	args[0] = now
+	args = append(args, s.ttlFloor)
 	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, args)
 	if err != nil {
 		return Decision{}, err
@@ -255,7 +259,7 @@ func groupAllowed(out []Decision, g []int) bool {
 // runAll runs all.lua for the checks rs[g...], filling out[g...].
 func (s *RedisStore) runAll(ctx context.Context, rs []request, g []int, now int64, commit bool, out []Decision) error {
 	keys := make([]string, len(g))
-	args := make([]any, 2, 2+9*len(g))
+	args := make([]any, 2, 3+9*len(g))
 	args[0], args[1] = now, 0
 	if commit {
 		args[1] = 1
@@ -264,6 +268,7 @@ func (s *RedisStore) runAll(ctx context.Context, rs []request, g []int, now int6
 		keys[j] = s.redisKey(rs[i].p.alg, rs[i].key)
 		args = checkArgs(args, &rs[i])
 	}
+	args = append(args, s.ttlFloor)
 	v, err := run(ctx, s.client, allScript, keys, args)
 	if err != nil {
 		return err

@@ -32,8 +32,18 @@ type redisFixture struct {
 func init() {
 	testStores = append(testStores, namedStore{name: "redis", open: func(t testing.TB, clk ratelimit.Clock) Store {
 		f := redisFor(t)
-		return NewRedisStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
+		return fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
 	}})
+}
+
+// fakeTimeStore is NewRedisStore for tests on a fake clock: Redis expires
+// keys by its own clock, so a key whose one-second TTL ran out while a
+// slow test ran would be forgotten while the fake time says it matters.
+// Its TTLs are at least an hour.
+func fakeTimeStore(c redis.UniversalClient, opts ...StoreOption) *RedisStore {
+	s := NewRedisStore(c, opts...)
+	s.ttlFloor = 3_600_000
+	return s
 }
 
 // redisFor returns the server of t's top-level test, starting it on first

@@ -1,8 +1,8 @@
 -- Several requests as one step (AllowAll): decideAll of the MemoryStore.
 -- KEYS[i]: check i's key. ARGV: now (µs; negative: Redis TIME), commit
 -- (1: count all if all allow; 0: decide without counting), then 9
--- arguments per check: alg, n and its 7 params. Reply: 5 integers per
--- check, as one.lua's.
+-- arguments per check: alg, n and its 7 params, then the TTL floor in ms.
+-- Reply: 5 integers per check, as one.lua's.
 --
 -- The checks are decided in order against the view, so two checks of one
 -- key see each other. If all allow (and commit), the view is written.

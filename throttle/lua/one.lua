@@ -1,5 +1,6 @@
 -- One request. KEYS[1]: the key. ARGV: now (µs; negative: Redis TIME),
--- alg, n, then the 7 params (count burst period emission den tau limit).
+-- alg, n, the 7 params (count burst period emission den tau limit), then
+-- the TTL floor in ms.
 -- Reply: {allowed, limit, remaining, retry µs (-1: never), reset µs}.
 local now = clocknow(ARGV[1])
 local f = decide[tonumber(ARGV[2])]
