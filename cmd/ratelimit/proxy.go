@@ -254,12 +254,21 @@ func parseLimit(s string) (throttle.Limit, error) {
 // serve runs the proxy until ctx ends, then drains it.
 func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	var store throttle.Store
-	storeName := "memory store"
+	var storeName string
 	if c.newRedis != nil {
+		redis.SetLogger(quietLogger{}) // store errors are counted and logged by the error hook
 		client := c.newRedis()
 		defer client.Close()
 		store = throttle.NewRedisStore(client)
 		storeName = "redis " + c.redisWhere
+		// A wrong address should show at start, not with the first
+		// request; but Redis may come up later, so it is a warning.
+		ping, cancel := context.WithTimeout(ctx, redisStartTimeout)
+		if err := client.Ping(ping).Err(); err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s does not answer (%v); until it does, requests %s\n",
+				c.redisWhere, err, map[bool]string{false: "get 503", true: "pass unlimited (--fail-open)"}[c.failOpen])
+		}
+		cancel()
 	} else {
 		store = throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys))
 		storeName = fmt.Sprintf("memory store (at most %d keys)", c.maxKeys)

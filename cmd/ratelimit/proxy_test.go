@@ -481,4 +481,24 @@ func TestProxy(t *testing.T) {
 			t.Errorf("Redis hung: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 	})
+
+	t.Run("redis down at start", func(t *testing.T) {
+		srv := redistest.Start(t)
+		url := redisURL(srv)
+		srv.Kill()
+		p := startProxy(t, bin, "--limit", "20/d", "--redis", url, backend(t).URL)
+		p.waitStderr(t, "does not answer")
+		if r := get(t, "http://"+p.addr+"/", ""); r.code != 503 {
+			t.Errorf("Redis down: %d, want 503", r.code)
+		}
+		srv.Restart()
+		for tries := 0; ; tries++ {
+			if r := get(t, "http://"+p.addr+"/", ""); r.code == 200 {
+				break
+			}
+			if tries == 100 {
+				t.Fatal("still failing 100 requests after Redis started")
+			}
+		}
+	})
 }
