@@ -22,14 +22,6 @@ local EXACT = 9007199254740992 -- 2^53
 -- ceilDiv(a, b) ceil(a / b) (see above why both are exact); a function
 -- call each would cost the server time on every decision.
 
--- trunc is Go's int64(x) conversion of a float (toward zero).
-local function trunc(x)
-  if x >= 0 then
-    return floor(x)
-  end
-  return ceil(x)
-end
-
 -- wrongtype aborts with our own error, a string that Redis wraps in its
 -- "script error" text; the Go side finds the marker in it, maps it to
 -- ErrWrongType and does not retry it with EVAL.
@@ -40,19 +32,6 @@ end
 -- fail aborts with our own error for anything else (bad arguments).
 local function fail(why)
   error('THROTTLE-ERR ' .. why, 0)
-end
-
--- call runs a read-only command, turning WRONGTYPE into our error.
-local function call(key, ...)
-  local ok, r = pcall(redis.call, ...)
-  if not ok then
-    local msg = type(r) == 'table' and r.err or tostring(r)
-    if string.find(msg, 'WRONGTYPE', 1, true) then
-      wrongtype(key, 'holds a value of another type')
-    end
-    error(r)
-  end
-  return r
 end
 
 -- ttlms is a TTL of us microseconds in whole milliseconds, rounded up and

@@ -11,7 +11,8 @@ local function logview(key)
   if view and view[key] then
     return view[key]
   end
-  local v = {log = true, card = call(key, 'ZCARD', key), drop = 0, adds = {}, addn = 0}
+  -- A WRONGTYPE here is mapped to ErrWrongType by the Go side.
+  local v = {log = true, card = redis.call('ZCARD', key), drop = 0, adds = {}, addn = 0}
   if view then
     view[key] = v
   end
@@ -53,7 +54,7 @@ end
 local function sl_at(key, lg, i)
   local base = lg.card - lg.drop
   if i < base then
-    local v = call(key, 'ZRANGE', key, lg.drop + i, lg.drop + i, 'WITHSCORES')
+    local v = redis.call('ZRANGE', key, lg.drop + i, lg.drop + i, 'WITHSCORES')
     local ts = tonumber(v[2])
     if ts == nil or ts ~= floor(ts) or ts < 0 or ts >= EXACT then
       wrongtype(key, 'entry ' .. tostring(v[1]) .. ' is not at a time in µs')
@@ -78,7 +79,7 @@ local function sl_expired(key, lg, t)
   if base == 0 then
     return 0
   end
-  return max(0, call(key, 'ZCOUNT', key, '-inf', t) - lg.drop)
+  return max(0, redis.call('ZCOUNT', key, '-inf', t) - lg.drop)
 end
 
 decide[6] = function(key, p, now, n)

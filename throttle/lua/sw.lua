@@ -3,6 +3,14 @@
 -- window's count, c = current count. The weighted count is a double
 -- computed by the same IEEE operations, in the same order, as estimate().
 
+-- trunc is Go's int64(x) conversion of a float (toward zero).
+local function trunc(x)
+  if x >= 0 then
+    return floor(x)
+  end
+  return ceil(x)
+end
+
 -- sw_roll is rollSliding; it returns window, prev, curr.
 local function sw_roll(p, sa, sb, sc, ok, now)
   local w = floor(now / p.period)
