@@ -13,7 +13,7 @@ import (
 )
 
 // The Lua sources: lua/prelude.lua holds what every script shares (exact
-// integer division, the state's hash layout, TTLs, meter), each algorithm's
+// integer division, the state's layout, TTLs, meter), each algorithm's
 // file is a line-by-line port of its function in algorithms.go, and one.lua
 // or all.lua is the entry point. Redis has no include, so a script is their
 // concatenation: one per algorithm for single requests, and one holding all
