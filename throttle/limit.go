@@ -97,7 +97,8 @@ const (
 	// never more than Count in any interval of length Period, RetryAfter
 	// the time until enough entries expire. Refused requests are not
 	// logged, and requests in the same microsecond are distinct entries.
-	// O(Count) memory per key: for large counts prefer SlidingWindow.
+	// O(Count) memory per key, so Count is at most MaxLogCount: for
+	// large counts prefer SlidingWindow.
 	SlidingLog
 )
 
@@ -130,6 +131,12 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	}
 	return 0, fmt.Errorf("%w: %q (want gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log)", ErrInvalidAlgorithm, s)
 }
+
+// MaxLogCount is the largest Count a SlidingLog limit may have: the log
+// keeps one 8-byte timestamp per admitted request younger than the period,
+// so a key may hold Count of them (8 MiB at this bound), and one AllowN
+// may log Count at once.
+const MaxLogCount = 1 << 20
 
 // maxExact is the largest integer below which every float64 integer is
 // exact (2^53). All state and arithmetic stay below it, so the Redis
@@ -187,6 +194,9 @@ func newParams(alg Algorithm, l Limit) (params, error) {
 	case FixedWindow, SlidingWindow, SlidingLog:
 		if p.burst != p.count {
 			return params{}, fmt.Errorf("%w: %v has no separate burst (Burst must be 0 or Count, %d)", ErrInvalidLimit, alg, l.Count)
+		}
+		if alg == SlidingLog && p.count > MaxLogCount {
+			return params{}, fmt.Errorf("%w: %v keeps one entry per admitted request: Count %d is above MaxLogCount (%d); use SlidingWindow", ErrInvalidLimit, alg, l.Count, MaxLogCount)
 		}
 		p.limit = p.count
 	default:
