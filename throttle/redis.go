@@ -39,7 +39,9 @@ import (
 // # Time
 //
 // Without WithClock the scripts read Redis TIME, so every process agrees
-// whatever its own clock. With WithClock the store passes its clock's time
+// whatever its own clock. Writing after TIME needs script effects
+// replication, the default since Redis 5: the store needs Redis 5 or later
+// (tested with 7.0). With WithClock the store passes its clock's time
 // into the scripts (for tests; every process must then agree on the time).
 //
 // # Failures
