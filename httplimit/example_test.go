@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/smoothrate/ratelimit/clocktest"
 	"github.com/smoothrate/ratelimit/httplimit"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -37,8 +38,9 @@ func Example() {
 
 // Per client and, more strictly, per client and route; exports cost 5.
 // Behind a load balancer at 10.0.0.0/8 that appends to X-Forwarded-For.
+// (The fake clock keeps the printed seconds exact; a server leaves it out.)
 func ExampleWithLimit() {
-	store := throttle.NewMemoryStore()
+	store := throttle.NewMemoryStore(throttle.WithClock(clocktest.NewFake()))
 	perClient, _ := throttle.New(store, throttle.GCRA, throttle.PerMinute(100))
 	perRoute, _ := throttle.New(store, throttle.GCRA, throttle.PerMinute(10))
 	limit, err := httplimit.New(perClient,
