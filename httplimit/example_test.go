@@ -14,7 +14,7 @@ import (
 // Two requests per minute per client IP, in front of a handler. In a real
 // program the last lines are http.ListenAndServe(":8080", limit(hello)).
 func Example() {
-	lim, err := throttle.New(throttle.NewMemoryStore(), throttle.FixedWindow, throttle.PerMinute(2))
+	lim, err := throttle.New(throttle.NewMemoryStore(), throttle.GCRA, throttle.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
 	}
