@@ -146,14 +146,12 @@ func (s *RedisStore) scriptNow() (int64, error) {
 	return micros(s.cfg.clock.Now())
 }
 
-// localNow is the refusal cache's time in µs: the clock's with WithClock
-// (then the scripts' own time), else monotonic time since the store began.
-func (s *RedisStore) localNow() int64 {
+// cacheNow is the refusal cache's time in µs: with WithClock the time the
+// script is given (scriptNow), so the cache and the script agree exactly;
+// else monotonic time since the store began, read before the call.
+func (s *RedisStore) cacheNow(scriptNow int64) int64 {
 	if s.cfg.clock != nil {
-		if us, err := micros(s.cfg.clock.Now()); err == nil {
-			return us
-		}
-		return -1
+		return scriptNow
 	}
 	return int64(time.Since(s.start) / time.Microsecond)
 }
@@ -174,7 +172,7 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 	}
 	var sent int64
 	if s.cache != nil && r.n > 0 {
-		sent = s.localNow()
+		sent = s.cacheNow(now)
 		if d, ok := s.cache.lookup(r, sent); ok {
 			return d, nil
 		}
