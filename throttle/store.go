@@ -106,8 +106,9 @@ func WithClock(c ratelimit.Clock) StoreOption {
 	})
 }
 
-// WithMaxKeys bounds a MemoryStore to n keys (n ≥ 1), evicting the least
-// recently used key when full. Default DefaultMaxKeys.
+// WithMaxKeys bounds a MemoryStore to n keys (n ≥ 1), evicting a key that
+// was not used recently when full (CLOCK, the usual approximation of least
+// recently used, per shard). Default DefaultMaxKeys.
 func WithMaxKeys(n int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if n < 1 {
