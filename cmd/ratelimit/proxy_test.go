@@ -300,7 +300,7 @@ func TestProxy(t *testing.T) {
 			{[]string{"--listen", ":0", "http://x"}, "--limit is required"},
 			{[]string{"--listen", ":0", "--limit", "10", "http://x"}, "want COUNT/PERIOD"},
 			{[]string{"--listen", ":0", "--limit", "0/s", "http://x"}, "at least 1"},
-			{[]string{"--listen", ":0", "--limit", "10/fortnight", "http://x"}, "period"},
+			{[]string{"--listen", ":0", "--limit", "10/fortnight", "http://x"}, `--limit "10/fortnight": "fortnight" is neither s, m, h, d`},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--burst", "-1", "http://x"}, "--burst"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--algorithm", "magic", "http://x"}, "--algorithm"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--algorithm", "fixed-window", "--burst", "5", "http://x"}, "no separate burst"},
