@@ -14,33 +14,15 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/smoothrate/ratelimit/bench/internal/report"
 )
 
 func main() {
-	count := flag.Int("count", 5, "rounds: the benchmarks run this many times, each with -test.count=1")
-	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each run")
-	raw := flag.String("raw", "", "also write the raw benchmark output to this file (benchstat format)")
-	flag.Parse()
-	rounds, order, rawOut, err := report.RunRounds("github.com/smoothrate/ratelimit/bench/keyed", *count, *benchtime, ".")
-	if err == nil && *raw != "" {
-		err = os.WriteFile(*raw, rawOut, 0o644)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "keyedbench:", err)
-		os.Exit(1)
-	}
-	fmt.Printf("<!-- %s -->\n\n", report.Machine())
-	fmt.Printf("%d rounds of -benchtime=%s; load average (1, 5, 15 min) at the end: %s\n\n", *count, *benchtime, report.LoadAvg())
-	if missed := write(os.Stdout, rounds, order); missed > 0 {
-		fmt.Printf("\n%d goal(s) missed.\n", missed)
-	}
+	report.Main("keyedbench", "github.com/smoothrate/ratelimit/bench/keyed", write)
 }
 
 // ours is the benchmark the goals are about; the other "ours-" variants
