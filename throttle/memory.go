@@ -110,7 +110,7 @@ const wallRefresh = time.Second
 
 // wallMicros is the wall clock in µs, read as the last wall reading plus
 // the monotonic time since: time.Since reads one clock where time.Now
-// reads two, and the clock read was a fifth of a decision's time. The
+// reads two (BenchmarkClockRead). The
 // wall clock is read again every wallRefresh, so a step of the wall clock
 // is followed within a second (a step back is safe: see MemoryStore).
 func (s *MemoryStore) wallMicros() (int64, error) {
