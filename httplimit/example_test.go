@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/smoothrate/ratelimit/clocktest"
 	"github.com/smoothrate/ratelimit/httplimit"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -13,7 +14,7 @@ import (
 // Two requests per minute per client IP, in front of a handler. In a real
 // program the last lines are http.ListenAndServe(":8080", limit(hello)).
 func Example() {
-	lim, err := throttle.New(throttle.NewMemoryStore(), throttle.FixedWindow, throttle.PerMinute(2))
+	lim, err := throttle.New(throttle.NewMemoryStore(), throttle.GCRA, throttle.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,8 +38,9 @@ func Example() {
 
 // Per client and, more strictly, per client and route; exports cost 5.
 // Behind a load balancer at 10.0.0.0/8 that appends to X-Forwarded-For.
+// (The fake clock keeps the printed seconds exact; a server leaves it out.)
 func ExampleWithLimit() {
-	store := throttle.NewMemoryStore()
+	store := throttle.NewMemoryStore(throttle.WithClock(clocktest.NewFake()))
 	perClient, _ := throttle.New(store, throttle.GCRA, throttle.PerMinute(100))
 	perRoute, _ := throttle.New(store, throttle.GCRA, throttle.PerMinute(10))
 	limit, err := httplimit.New(perClient,

@@ -240,6 +240,17 @@ func TestRetryAfterIsHonest(t *testing.T) {
 	}
 }
 
+func TestXRateLimitHeadersOnAllowed(t *testing.T) {
+	h, _ := handler(t, newLimiter(t, newTestClock()), WithXRateLimitHeaders())
+	w := do(h, "192.0.2.1:1", "/")
+	// GCRA 3/min after one request: 2 left, full again in 20 s (seconds
+	// from now, not a Unix time).
+	if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "3" || w.Header().Get("X-RateLimit-Remaining") != "2" ||
+		w.Header().Get("X-RateLimit-Reset") != "20" || w.Header().Get("RateLimit") != `"default";r=2;t=20` {
+		t.Errorf("%d %v", w.Code, w.Header())
+	}
+}
+
 func TestPolicyWindowRoundsUp(t *testing.T) {
 	lim := newLimiterOn(t, throttle.NewMemoryStore(), throttle.GCRA, throttle.Limit{Count: 10, Period: 1500 * time.Millisecond})
 	h, _ := handler(t, lim, WithName("api"))

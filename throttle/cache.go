@@ -47,7 +47,7 @@ type cacheEntry struct {
 	p      params
 	n      int64
 	d      Decision // the refusal, as of t0
-	t0     int64    // µs, the store's localNow before the call
+	t0     int64    // µs, the store's cacheNow before the call
 	expiry int64    // t0 + RetryAfter
 }
 

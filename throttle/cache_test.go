@@ -19,8 +19,8 @@ func TestRefusalCacheFlood(t *testing.T) {
 			c := newRedisClient(t, f.srv.Addr())
 			c.AddHook(log)
 			pre := redisPrefix.Add(1)
-			cached := NewRedisStore(c, WithClock(clk), WithRefusalCache(1000), WithKeyPrefix(fmt.Sprintf("rc%d:", pre)))
-			plain := NewRedisStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("rp%d:", pre)))
+			cached := fakeTimeStore(c, WithClock(clk), WithRefusalCache(1000), WithKeyPrefix(fmt.Sprintf("rc%d:", pre)))
+			plain := fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("rp%d:", pre)))
 			l := Limit{Count: 10, Period: time.Second}
 			lc, lp := mustNew(t, cached, alg, l), mustNew(t, plain, alg, l)
 			const requests = 10_000

@@ -4,16 +4,33 @@
 // "no" is final (the caller answers 429 or degrades); nobody waits. For a
 // limiter that makes callers wait their turn, use the root package.
 //
-// Six algorithms, each defined exactly where its constant is declared:
-// GCRA (redis-cell's CL.THROTTLE, exact answers), TokenBucket and
-// LeakyBucket (the same meter kept as two numbers), FixedWindow,
-// SlidingWindow (Cloudflare's two-counter approximation) and SlidingLog
-// (exact, O(Count) memory per key). docs/throttle.md says which to choose.
+// A Limiter applies one Limit (Count per Period, Burst at once) with one
+// Algorithm to any number of keys; it holds no state itself. Allow and
+// AllowN return a Decision with what CL.THROTTLE answers: allowed, limit,
+// remaining, retry-after (exact; Never when the request can never fit)
+// and reset-after. AllowN(ctx, key, 0) peeks. A refused request changes
+// nothing, so a client that keeps retrying is never locked out. AllowAll
+// checks several (limiter, key) pairs at once, all counted or none ("per
+// IP and per route").
 //
-// State lives in a Store: NewMemoryStore (one process; sharded, bounded,
-// least-recently-used eviction) or NewRedisStore (shared by a fleet; one Lua
-// script and one round trip per decision). Both implement the same integer
-// arithmetic and return identical Decisions for identical calls and times.
+// Six algorithms, each defined exactly where its constant is declared:
+// GCRA (redis-cell's CL.THROTTLE), TokenBucket and LeakyBucket (the same
+// meter kept as two numbers), FixedWindow (aligned to multiples of the
+// period since the Unix epoch), SlidingWindow (Cloudflare's two-counter
+// approximation) and SlidingLog (exact, O(Count) memory per key).
+// docs/throttle.md says which to choose and shows them on one trace.
+//
+// State lives in a Store: NewMemoryStore (one process; sharded, bounded by
+// WithMaxKeys, expired keys reclaimed as it goes) or NewRedisStore (shared
+// by a fleet; one Lua script and one round trip per decision). The
+// arithmetic is the pure functions of algorithms.go, on whole microseconds
+// and integers below 2^53, which the Redis scripts port line by line: both
+// stores return identical Decisions for identical calls and times, and the
+// tests replay redis-cell's, throttled's and redis_rate's vectors and the
+// reference articles' known defects through both.
+//
+// Bad input (an invalid limit, n < 0, an empty key, a bad option) is an
+// error wrapping one of the sentinels in errors.go; nothing panics.
 //
 //	store := throttle.NewMemoryStore()
 //	lim, err := throttle.New(store, throttle.GCRA, throttle.PerMinute(100))

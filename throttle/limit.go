@@ -49,23 +49,56 @@ type Algorithm uint8
 
 const (
 	// GCRA is the generic cell rate algorithm of redis-cell's
-	// CL.THROTTLE: the token bucket kept as one theoretical arrival time.
+	// CL.THROTTLE: a bucket of Burst requests refilled at Count per
+	// Period, kept as one number, the theoretical arrival time TAT (when
+	// the key would be full again). With emission interval T = Period/Count
+	// and τ = Burst·T, a request of n at now is allowed when
+	// max(TAT, now) + n·T − now ≤ τ, and then TAT becomes max(TAT, now) +
+	// n·T. Never more than Burst + Count·t/Period admitted in any interval
+	// of length t. Remaining = ⌊(τ − debt)/T⌋, ResetAfter = the debt
+	// (TAT − now), RetryAfter = the time until the debt has fallen enough,
+	// all exact to the microsecond (T is kept as an exact fraction of a
+	// microsecond, not rounded). O(1) memory per key.
 	GCRA Algorithm = iota + 1
-	// TokenBucket refills Count tokens per Period up to Burst; a request
-	// of n takes n tokens or is refused.
+	// TokenBucket holds up to Burst tokens, refilled continuously at Count
+	// per Period (never once per interval); a request of n takes n tokens
+	// or is refused and takes nothing. It keeps two numbers (tokens, last
+	// refill) and, on a clock that only moves forward, decides exactly as
+	// GCRA, with the same Decisions; when the clock steps back it refills
+	// nothing until time passes the last refill again. O(1) memory.
 	TokenBucket
-	// LeakyBucket (the articles' funnel) leaks Count units per Period; a
-	// request adds n units, refused when the bucket of size Burst would
-	// overflow.
+	// LeakyBucket is the articles' funnel: a bucket of size Burst leaking
+	// continuously at Count per Period; a request of n pours n units and
+	// is refused, pouring nothing, when the level would exceed Burst (a
+	// level of 1.5 in a bucket of 2 refuses 1 more). It is the token
+	// bucket seen from the other side (level = Burst − tokens) and decides
+	// as GCRA on a forward-moving clock. O(1) memory.
 	LeakyBucket
-	// FixedWindow counts requests in windows of Period aligned to
-	// multiples of Period since the Unix epoch.
+	// FixedWindow counts requests in windows of length Period that start
+	// at multiples of Period since the Unix epoch, so every process and
+	// both stores agree on them: at most Count per window, a request of n
+	// refused (counting nothing) when count + n > Count, RetryAfter the
+	// time to the window's end. Up to 2·Count pass within a moment around
+	// a window edge (Count at the end of one window, Count at the start of
+	// the next: docs/throttle.svg). O(1) memory.
 	FixedWindow
-	// SlidingWindow is Cloudflare's two-counter approximation of a
-	// sliding window.
+	// SlidingWindow is Cloudflare's approximation of a sliding window from
+	// two aligned fixed windows: at elapsed time e into the current window
+	// it estimates prev·(Period − e)/Period + curr, and allows n when the
+	// estimate + n ≤ Count. It never admits more than Count per aligned
+	// window (curr alone must fit), so at most 2·Count in any interval of
+	// length Period, and in steady traffic close to Count (Cloudflare
+	// measured 0.003 % of 400 million requests wrongly decided). The
+	// estimate is a float64 computed by the same operations in both
+	// stores. O(1) memory.
 	SlidingWindow
-	// SlidingLog logs every admitted request and is exact: never more
-	// than Count in any window of length Period.
+	// SlidingLog logs the time of every admitted request (n entries for a
+	// request of n) and counts the entries younger than Period: exact,
+	// never more than Count in any interval of length Period, RetryAfter
+	// the time until enough entries expire. Refused requests are not
+	// logged, and requests in the same microsecond are distinct entries.
+	// O(Count) memory per key, so Count is at most MaxLogCount: for
+	// large counts prefer SlidingWindow.
 	SlidingLog
 )
 
@@ -98,6 +131,12 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	}
 	return 0, fmt.Errorf("%w: %q (want gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log)", ErrInvalidAlgorithm, s)
 }
+
+// MaxLogCount is the largest Count a SlidingLog limit may have: the log
+// keeps one 8-byte timestamp per admitted request younger than the period,
+// so a key may hold Count of them (8 MiB at this bound), and one AllowN
+// may log Count at once.
+const MaxLogCount = 1 << 20
 
 // maxExact is the largest integer below which every float64 integer is
 // exact (2^53). All state and arithmetic stay below it, so the Redis
@@ -155,6 +194,9 @@ func newParams(alg Algorithm, l Limit) (params, error) {
 	case FixedWindow, SlidingWindow, SlidingLog:
 		if p.burst != p.count {
 			return params{}, fmt.Errorf("%w: %v has no separate burst (Burst must be 0 or Count, %d)", ErrInvalidLimit, alg, l.Count)
+		}
+		if alg == SlidingLog && p.count > MaxLogCount {
+			return params{}, fmt.Errorf("%w: %v keeps one entry per admitted request: Count %d is above MaxLogCount (%d); use SlidingWindow", ErrInvalidLimit, alg, l.Count, MaxLogCount)
 		}
 		p.limit = p.count
 	default:

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/smoothrate/ratelimit"
@@ -35,7 +36,8 @@ import (
 // reached.
 type MemoryStore struct {
 	cfgErr error
-	clock  ratelimit.Clock // nil: time.Now
+	clock  ratelimit.Clock // nil: the wall clock, read through wall
+	wall   atomic.Pointer[wallAnchor]
 	seed   maphash.Seed
 	mask   uint64
 	shards []*shard
@@ -92,9 +94,39 @@ func (s *MemoryStore) err() error {
 
 func (s *MemoryStore) now() (int64, error) {
 	if s.clock == nil {
-		return micros(time.Now())
+		return s.wallMicros()
 	}
 	return micros(s.clock.Now())
+}
+
+// wallAnchor is a reading of the wall clock with its monotonic reading.
+type wallAnchor struct {
+	t      time.Time
+	micros int64
+}
+
+// wallRefresh is how long the wall clock is extrapolated from one reading.
+const wallRefresh = time.Second
+
+// wallMicros is the wall clock in µs, read as the last wall reading plus
+// the monotonic time since: time.Since reads one clock where time.Now
+// reads two (BenchmarkClockRead). The
+// wall clock is read again every wallRefresh, so a step of the wall clock
+// is followed within a second (a step back is safe: see MemoryStore).
+func (s *MemoryStore) wallMicros() (int64, error) {
+	a := s.wall.Load()
+	if a != nil {
+		if el := time.Since(a.t); el >= 0 && el < wallRefresh {
+			return a.micros + int64(el/time.Microsecond), nil
+		}
+	}
+	t := time.Now()
+	us, err := micros(t)
+	if err != nil {
+		return 0, err
+	}
+	s.wall.Store(&wallAnchor{t: t, micros: us})
+	return us, nil
 }
 
 // shardOf returns the shard that holds (alg, key) and the key's hash.

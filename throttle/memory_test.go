@@ -109,6 +109,7 @@ func TestMemoryReclaimsExpiredKeysIncrementally(t *testing.T) {
 			t.Fatalf("new%d lost its state: %+v", i, d)
 		}
 	}
+	checkShards(t, s)
 }
 
 func TestMemoryReset(t *testing.T) {
@@ -230,8 +231,9 @@ func TestMemoryFloodHeapBounded(t *testing.T) {
 	}
 	const maxKeys, flood = 200_000, 2_000_000
 	perKey := floodHeapPerKey(t, maxKeys, flood)
-	// A key costs about 150 bytes here (docs/throttle.md); 10× as many
-	// keys kept would cost over 1000.
+	// A key costs about 100 bytes (docs/throttle.md: 95 after 10 million
+	// keys through 1 million); 10× as many keys kept would cost about 1000.
+	t.Logf("%.0f bytes of live heap per kept key", perKey)
 	if perKey > 400 {
 		t.Fatalf("%.0f bytes of live heap per kept key after %d keys through WithMaxKeys(%d): not bounded", perKey, flood, maxKeys)
 	}
@@ -308,5 +310,103 @@ func TestShardIndexAgainstMap(t *testing.T) {
 		if sh.live != len(slots) {
 			t.Fatalf("step %d: %d live, want %d", step, sh.live, len(slots))
 		}
+	}
+}
+
+// TestMemoryWallClock: without WithClock the store reads the wall clock
+// (through a monotonic extrapolation that is refreshed every second).
+func TestMemoryWallClock(t *testing.T) {
+	s := NewMemoryStore()
+	before := time.Now().UnixMicro()
+	got, err := s.now()
+	after := time.Now().UnixMicro()
+	if err != nil || got < before || got > after {
+		t.Fatalf("now() = %d, %v; want within [%d, %d]", got, err, before, after)
+	}
+	// An anchor older than wallRefresh is replaced by a fresh reading.
+	s.wall.Store(&wallAnchor{t: time.Now().Add(-2 * wallRefresh), micros: 5})
+	if got, _ := s.now(); got < before {
+		t.Fatalf("stale anchor used: now() = %d", got)
+	}
+	// Within wallRefresh, the anchor is extrapolated.
+	s.wall.Store(&wallAnchor{t: time.Now(), micros: 1_000_000})
+	if got, _ := s.now(); got < 1_000_000 || got > 1_000_000+int64(wallRefresh/time.Microsecond) {
+		t.Fatalf("fresh anchor not used: now() = %d", got)
+	}
+}
+
+// checkShards verifies every shard's invariants: live counts the entries
+// in use and the index words, each entry in use is found by lookup at its
+// own slot, and no shard holds more than its share.
+func checkShards(t *testing.T, s *MemoryStore) {
+	t.Helper()
+	for n, sh := range s.shards {
+		sh.mu.Lock()
+		inUse, words := 0, 0
+		for _, v := range sh.index {
+			if v != 0 {
+				words++
+			}
+		}
+		for i := range sh.entries {
+			e := &sh.entries[i]
+			if !e.inUse {
+				continue
+			}
+			inUse++
+			if got := sh.lookup(sh.hashOf(e), memKey{key: e.key, alg: e.alg}); got != int32(i) {
+				t.Errorf("shard %d: entry %d (%q) found at %d", n, i, e.key, got)
+			}
+		}
+		if inUse != sh.live || words != sh.live || sh.live > sh.max {
+			t.Errorf("shard %d: live %d, entries in use %d, index words %d, max %d", n, sh.live, inUse, words, sh.max)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// TestMemoryChurnKeepsInvariants: goroutines decide, reset and AllowAll
+// over 5000 keys of every algorithm through a store of 200 while the clock
+// moves (so keys expire, are reclaimed and evicted); afterwards every
+// shard's index and entries must agree (run with -race).
+func TestMemoryChurnKeepsInvariants(t *testing.T) {
+	clk := newSetClock()
+	s := NewMemoryStore(WithClock(clk), WithMaxKeys(200))
+	ctx := context.Background()
+	var lims []*Limiter
+	for _, alg := range allAlgorithms {
+		lims = append(lims, mustNew(t, s, alg, Limit{Count: 3, Period: 50 * time.Millisecond}))
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 5000 {
+				lim := lims[r.IntN(len(lims))]
+				k := strconv.Itoa(r.IntN(5000))
+				var err error
+				switch x := r.IntN(20); {
+				case x == 0:
+					err = lim.Reset(ctx, k)
+				case x == 1:
+					_, err = AllowAll(ctx, Check{lim, k, 1}, Check{lims[0], strconv.Itoa(r.IntN(5000)), 1})
+				case x == 2:
+					clk.Add(time.Duration(r.IntN(20)) * time.Millisecond)
+				default:
+					_, err = lim.AllowN(ctx, k, r.IntN(4))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	checkShards(t, s)
+	if st := s.Stats(); st.Keys > 200 || st.Evictions == 0 || st.Expired == 0 {
+		t.Errorf("Stats = %+v: want at most 200 keys, some evicted, some reclaimed", st)
 	}
 }

@@ -21,15 +21,16 @@ import (
 // The state of (algorithm, key) lives in the Redis key
 // prefix + tag + ":" + key, with prefix DefaultKeyPrefix ("throttle:") or
 // WithKeyPrefix's, and tag one of gcra, tb, lb, fw, sw, sl. GCRA, the
-// buckets and the windows keep a hash of three integers (fields a, b, c);
-// the sliding log keeps a sorted set with one member per admitted unit,
-// scored by its time in µs. Every key a script touches is passed in KEYS,
-// so Redis Cluster and proxies route it. Every write sets a TTL, never
-// below one second: until the key is back to its full allowance (GCRA,
-// buckets), until its windows no longer count (windows), until its newest
-// entry expires (log). A key that holds something else (another type, or a
-// hash without our fields) is an error wrapping ErrWrongType; nothing is
-// overwritten.
+// buckets and the windows keep their three integers as the string "a,b,c"
+// (one GET, one SET with PX: a hash would cost a PEXPIRE more per
+// decision); the sliding log keeps a sorted set with one member per
+// admitted unit, "<µs>:<i>", scored by its time in µs. Every key a script
+// touches is passed in KEYS, so Redis Cluster and proxies route it. Every
+// write sets a TTL, never below one second: until the key is back to its
+// full allowance (GCRA, buckets), until its windows no longer count
+// (windows), until its newest entry expires (log). A key that holds
+// something else (another type, or a string that is not a state) is an
+// error wrapping ErrWrongType and ErrStore; nothing is overwritten.
 //
 // The store adds no hash tag. In a Cluster, give keys that AllowAll checks
 // together a common tag: "{1.2.3.4}:ip" and "{1.2.3.4}:route:/x" hash by
@@ -38,7 +39,9 @@ import (
 // # Time
 //
 // Without WithClock the scripts read Redis TIME, so every process agrees
-// whatever its own clock. With WithClock the store passes its clock's time
+// whatever its own clock. Writing after TIME needs script effects
+// replication, the default since Redis 5: the store needs Redis 5 or later
+// (tested with 7.0). With WithClock the store passes its clock's time
 // into the scripts (for tests; every process must then agree on the time).
 //
 // # Failures
@@ -77,6 +80,9 @@ type RedisStore struct {
 	cache  *refusalCache          // nil: off
 	group  func(key string) string
 	start  time.Time // the cache's time base without WithClock (monotonic)
+	// ttlFloor is the shortest TTL a script sets, in ms: 1000, or longer
+	// for tests (withTTLFloor).
+	ttlFloor int64
 }
 
 // algTags are the algorithms' parts of a Redis key.
@@ -103,7 +109,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStor
 	if cfg.maxKeysSet {
 		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption))
 	}
-	s := &RedisStore{client: client, cfg: cfg, start: time.Now()}
+	s := &RedisStore{client: client, cfg: cfg, start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
 		s.keyPre[a] = cfg.prefix + algTags[a] + ":"
 	}
@@ -140,14 +146,12 @@ func (s *RedisStore) scriptNow() (int64, error) {
 	return micros(s.cfg.clock.Now())
 }
 
-// localNow is the refusal cache's time in µs: the clock's with WithClock
-// (then the scripts' own time), else monotonic time since the store began.
-func (s *RedisStore) localNow() int64 {
+// cacheNow is the refusal cache's time in µs: with WithClock the time the
+// script is given (scriptNow), so the cache and the script agree exactly;
+// else monotonic time since the store began, read before the call.
+func (s *RedisStore) cacheNow(scriptNow int64) int64 {
 	if s.cfg.clock != nil {
-		if us, err := micros(s.cfg.clock.Now()); err == nil {
-			return us
-		}
-		return -1
+		return scriptNow
 	}
 	return int64(time.Since(s.start) / time.Microsecond)
 }
@@ -168,13 +172,14 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 	}
 	var sent int64
 	if s.cache != nil && r.n > 0 {
-		sent = s.localNow()
+		sent = s.cacheNow(now)
 		if d, ok := s.cache.lookup(r, sent); ok {
 			return d, nil
 		}
 	}
-	args := checkArgs(make([]any, 1, 10), &r)
+	args := checkArgs(make([]any, 1, 11), &r)
 	args[0] = now
+	args = append(args, s.ttlFloor)
 	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, args)
 	if err != nil {
 		return Decision{}, err
@@ -254,7 +259,7 @@ func groupAllowed(out []Decision, g []int) bool {
 // runAll runs all.lua for the checks rs[g...], filling out[g...].
 func (s *RedisStore) runAll(ctx context.Context, rs []request, g []int, now int64, commit bool, out []Decision) error {
 	keys := make([]string, len(g))
-	args := make([]any, 2, 2+9*len(g))
+	args := make([]any, 2, 3+9*len(g))
 	args[0], args[1] = now, 0
 	if commit {
 		args[1] = 1
@@ -263,6 +268,7 @@ func (s *RedisStore) runAll(ctx context.Context, rs []request, g []int, now int6
 		keys[j] = s.redisKey(rs[i].p.alg, rs[i].key)
 		args = checkArgs(args, &rs[i])
 	}
+	args = append(args, s.ttlFloor)
 	v, err := run(ctx, s.client, allScript, keys, args)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ func TestRedisDifferential(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/seed%d", alg, seed), func(t *testing.T) {
 				clk := newSetClock()
 				mem := NewMemoryStore(WithClock(clk))
-				rs := NewRedisStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("diff%d:", redisPrefix.Add(1))))
+				rs := fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("diff%d:", redisPrefix.Add(1))))
 				runDifferential(t, rand.New(rand.NewPCG(uint64(seed), uint64(alg))), alg, clk, mem, rs, false)
 			})
 		}
@@ -46,7 +46,7 @@ func TestRedisMatchesDefinition(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/seed%d", alg, seed), func(t *testing.T) {
 				clk := newSetClock()
 				ref := &refStore{clock: clk, keys: map[cacheKey]*refEntry{}}
-				rs := NewRedisStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("def%d:", redisPrefix.Add(1))))
+				rs := fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("def%d:", redisPrefix.Add(1))))
 				runDifferential(t, rand.New(rand.NewPCG(uint64(seed)+100, uint64(alg))), alg, clk, ref, rs, true)
 			})
 		}

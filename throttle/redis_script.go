@@ -13,7 +13,7 @@ import (
 )
 
 // The Lua sources: lua/prelude.lua holds what every script shares (exact
-// integer division, the state's hash layout, TTLs, meter), each algorithm's
+// integer division, the state's layout, TTLs, meter), each algorithm's
 // file is a line-by-line port of its function in algorithms.go, and one.lua
 // or all.lua is the entry point. Redis has no include, so a script is their
 // concatenation: one per algorithm for single requests, and one holding all
@@ -87,7 +87,7 @@ func run(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []stri
 		v, err = c.Eval(ctx, s.src, keys, args...).Int64Slice()
 	}
 	if err != nil {
-		return nil, storeError(err)
+		return nil, storeError(err, keys)
 	}
 	return v, nil
 }
@@ -99,15 +99,21 @@ func isReplyError(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
+// isOwnError reports whether err is an error the script raised on
+// purpose, or a WRONGTYPE from its first read: both are final.
 func isOwnError(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, luaWrongType) || strings.Contains(msg, luaFail)
+	return strings.Contains(msg, luaWrongType) || strings.Contains(msg, luaFail) || strings.Contains(msg, "WRONGTYPE")
 }
 
 // storeError wraps a failed call: ErrStore always, ErrWrongType as well
-// when the key held another program's value.
-func storeError(err error) error {
+// when a key held another program's value.
+func storeError(err error, keys []string) error {
 	msg := err.Error()
+	if !strings.Contains(msg, luaWrongType) && strings.Contains(msg, "WRONGTYPE") {
+		// Redis's own, from a script's first read of a key.
+		return fmt.Errorf("%w: %w: one of %q holds a value of another type (%v)", ErrWrongType, ErrStore, keys, err)
+	}
 	if i := strings.Index(msg, luaWrongType); i >= 0 {
 		what := msg[i+len(luaWrongType):]
 		if j := strings.Index(what, " script: "); j >= 0 { // Redis 7 appends where the error came from

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/clocktest"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -31,8 +32,18 @@ type redisFixture struct {
 func init() {
 	testStores = append(testStores, namedStore{name: "redis", open: func(t testing.TB, clk ratelimit.Clock) Store {
 		f := redisFor(t)
-		return NewRedisStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
+		return fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
 	}})
+}
+
+// fakeTimeStore is NewRedisStore for tests on a fake clock: Redis expires
+// keys by its own clock, so a key whose one-second TTL ran out while a
+// slow test ran would be forgotten while the fake time says it matters.
+// Its TTLs are at least an hour.
+func fakeTimeStore(c redis.UniversalClient, opts ...StoreOption) *RedisStore {
+	s := NewRedisStore(c, opts...)
+	s.ttlFloor = 3_600_000
+	return s
 }
 
 // redisFor returns the server of t's top-level test, starting it on first
@@ -136,7 +147,7 @@ func TestRedisKeyLayout(t *testing.T) {
 	for alg, rk := range want {
 		mustAllow(t, mustNew(t, s, alg, PerMinute(5)), "{u}:k", 2)
 		typ, err := f.client.Type(ctx, rk).Result()
-		wantType := "hash"
+		wantType := "string"
 		if alg == SlidingLog {
 			wantType = "zset"
 		}
@@ -146,6 +157,10 @@ func TestRedisKeyLayout(t *testing.T) {
 		if ttl := f.client.PTTL(ctx, rk).Val(); ttl <= 0 {
 			t.Errorf("%v: %s has no TTL (%v)", alg, rk, ttl)
 		}
+	}
+	// A state is three integers; the window's first is where it ends.
+	if v := f.client.Get(ctx, "app:fw:{u}:k").Val(); v != fmt.Sprintf("%d,2,0", clocktest.Epoch.UnixMicro()+60_000_000) {
+		t.Errorf("fixed window state %q", v)
 	}
 	// Two units in the same microsecond are two members.
 	if m := f.client.ZRange(ctx, "app:sl:{u}:k", 0, -1).Val(); len(m) != 2 || m[0] == m[1] {
@@ -174,22 +189,26 @@ func TestRedisWrongType(t *testing.T) {
 		lim := mustNew(t, s, alg, PerMinute(5))
 		for name, setup := range map[string]func(k string){
 			"string": func(k string) { f.client.Set(ctx, k, "x", 0) },
-			"hash":   func(k string) { f.client.HSet(ctx, k, "a", "1.5", "b", "x", "c", "2") },
-			"zset":   func(k string) { f.client.ZAdd(ctx, k, redis.Z{Score: 1e300, Member: "m"}) }, // live, and not a µs time
+			"hash":   func(k string) { f.client.HSet(ctx, k, "a", "1") },
+			"short":  func(k string) { f.client.Set(ctx, k, "1,2", 0) },
+			"list":   func(k string) { f.client.RPush(ctx, k, "x") },
+			"zset": func(k string) {
+				if alg == SlidingLog {
+					f.client.ZAdd(ctx, k, redis.Z{Score: 1e300, Member: "m"}) // live, and not a µs time
+				} else {
+					f.client.ZAdd(ctx, k, redis.Z{Score: 1, Member: "m"})
+				}
+			},
 		} {
 			key := "wrong-" + name
 			rk := s.redisKey(alg, key)
 			setup(rk)
 			before := f.client.Dump(ctx, rk).Val()
 			_, err := lim.Allow(ctx, key)
-			if (alg == SlidingLog) == (name == "zset") || name == "string" {
-				if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) {
-					t.Errorf("%v on a %s: err = %v, want ErrWrongType and ErrStore", alg, name, err)
-				} else if !strings.Contains(err.Error(), rk) {
-					t.Errorf("%v on a %s: %v does not name the key", alg, name, err)
-				}
-			} else if !errors.Is(err, ErrWrongType) {
-				t.Errorf("%v on a %s: err = %v, want ErrWrongType", alg, name, err)
+			if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) {
+				t.Errorf("%v on a %s: err = %v, want ErrWrongType and ErrStore", alg, name, err)
+			} else if !strings.Contains(err.Error(), rk) {
+				t.Errorf("%v on a %s: %v does not name the key", alg, name, err)
 			}
 			if after := f.client.Dump(ctx, rk).Val(); after != before {
 				t.Errorf("%v on a %s: the key was changed", alg, name)

@@ -106,8 +106,9 @@ func WithClock(c ratelimit.Clock) StoreOption {
 	})
 }
 
-// WithMaxKeys bounds a MemoryStore to n keys (n ≥ 1), evicting the least
-// recently used key when full. Default DefaultMaxKeys.
+// WithMaxKeys bounds a MemoryStore to n keys (n ≥ 1), evicting a key that
+// was not used recently when full (CLOCK, the usual approximation of least
+// recently used, per shard). Default DefaultMaxKeys.
 func WithMaxKeys(n int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if n < 1 {
@@ -167,8 +168,8 @@ func isNil(v any) bool {
 // ResetAfter reduced by the time elapsed. Reset through this store forgets
 // the key's entry; a Reset by another process is seen once the cached
 // RetryAfter has passed. AllowAll does not use the cache. When full, a
-// random entry (an expired one if found) makes room. A MemoryStore has no
-// round trip to save and does not take this option.
+// random entry (an expired one if found) makes room. It applies to a
+// RedisStore only: a MemoryStore has no round trip to save.
 func WithRefusalCache(maxKeys int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if maxKeys < 1 {

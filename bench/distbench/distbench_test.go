@@ -251,23 +251,7 @@ func BenchmarkDecision(b *testing.B) {
 		m.report(b)
 		b.ReportMetric(float64(l.Stats().RemoteDecisions-before.RemoteDecisions)/float64(b.N), "remote/op")
 	})
-	b.Run("redis_rate", func(b *testing.B) {
-		c := newClient(b)
-		allow := redisRate(b, c)
-		if !allow() { // loads the script
-			b.Fatal("redis_rate refused")
-		}
-		m := startMeter(b, c)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
-			if !allow() {
-				b.Fatal("redis_rate refused")
-			}
-		}
-		b.StopTimer()
-		m.report(b)
-	})
+	b.Run("redis_rate", func(b *testing.B) { serialScript(b, redisRate) })
 }
 
 // parallel runs op from p × GOMAXPROCS goroutines and returns how many
@@ -315,19 +299,5 @@ func BenchmarkDecisionParallel(b *testing.B) {
 		b.ReportMetric(float64(refused)/float64(b.N), "refused/op")
 		b.ReportMetric(float64(l.Stats().RemoteDecisions-before.RemoteDecisions)/float64(b.N), "remote/op")
 	})
-	b.Run("redis_rate", func(b *testing.B) {
-		c := newClient(b)
-		allow := redisRate(b, c)
-		if !allow() {
-			b.Fatal("redis_rate refused")
-		}
-		m := startMeter(b, c)
-		b.ReportAllocs()
-		b.ResetTimer()
-		if n := parallel(b, parallelism, allow); n > 0 {
-			b.Fatalf("%d of %d calls refused", n, b.N)
-		}
-		b.StopTimer()
-		m.report(b)
-	})
+	b.Run("redis_rate", func(b *testing.B) { parallelScript(b, redisRate) })
 }

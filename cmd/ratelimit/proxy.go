@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/httplimit"
+	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -222,14 +223,6 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// periodUnits are the words --limit accepts after the slash.
-var periodUnits = map[string]time.Duration{
-	"s": time.Second, "sec": time.Second, "second": time.Second,
-	"m": time.Minute, "min": time.Minute, "minute": time.Minute,
-	"h": time.Hour, "hour": time.Hour,
-	"d": 24 * time.Hour, "day": 24 * time.Hour,
-}
-
 // parseLimit reads COUNT/PERIOD: 100/min, 10/s, 20/15s, 5/1m30s.
 func parseLimit(s string) (throttle.Limit, error) {
 	countS, periodS, ok := strings.Cut(s, "/")
@@ -240,13 +233,13 @@ func parseLimit(s string) (throttle.Limit, error) {
 	if err != nil || count < 1 {
 		return throttle.Limit{}, fmt.Errorf("count %q: want a whole number, at least 1", countS)
 	}
-	period, ok := periodUnits[periodS]
-	if !ok {
-		d, err := time.ParseDuration(periodS)
-		if err != nil || d <= 0 {
-			return throttle.Limit{}, fmt.Errorf("period %q: want s, min, h, d or a duration such as 15s", periodS)
+	period, err := units.Period(periodS)
+	if err != nil {
+		// The caller quotes the whole value; say only what is wrong.
+		if ue, ok := errors.AsType[*units.Error](err); ok {
+			return throttle.Limit{}, errors.New(ue.Why)
 		}
-		period = d
+		return throttle.Limit{}, err
 	}
 	return throttle.Limit{Count: count, Period: period}, nil
 }
@@ -254,12 +247,21 @@ func parseLimit(s string) (throttle.Limit, error) {
 // serve runs the proxy until ctx ends, then drains it.
 func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	var store throttle.Store
-	storeName := "memory store"
+	var storeName string
 	if c.newRedis != nil {
+		redis.SetLogger(quietLogger{}) // store errors are counted and logged by the error hook
 		client := c.newRedis()
 		defer client.Close()
 		store = throttle.NewRedisStore(client)
 		storeName = "redis " + c.redisWhere
+		// A wrong address should show at start, not with the first
+		// request; but Redis may come up later, so it is a warning.
+		ping, cancel := context.WithTimeout(ctx, redisStartTimeout)
+		if err := client.Ping(ping).Err(); err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s does not answer (%v); until it does, requests %s\n",
+				c.redisWhere, err, map[bool]string{false: "get 503", true: "pass unlimited (--fail-open)"}[c.failOpen])
+		}
+		cancel()
 	} else {
 		store = throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys))
 		storeName = fmt.Sprintf("memory store (at most %d keys)", c.maxKeys)

@@ -300,7 +300,7 @@ func TestProxy(t *testing.T) {
 			{[]string{"--listen", ":0", "http://x"}, "--limit is required"},
 			{[]string{"--listen", ":0", "--limit", "10", "http://x"}, "want COUNT/PERIOD"},
 			{[]string{"--listen", ":0", "--limit", "0/s", "http://x"}, "at least 1"},
-			{[]string{"--listen", ":0", "--limit", "10/fortnight", "http://x"}, "period"},
+			{[]string{"--listen", ":0", "--limit", "10/fortnight", "http://x"}, `--limit "10/fortnight": "fortnight" is neither s, m, h, d`},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--burst", "-1", "http://x"}, "--burst"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--algorithm", "magic", "http://x"}, "--algorithm"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--algorithm", "fixed-window", "--burst", "5", "http://x"}, "no separate burst"},
@@ -479,6 +479,26 @@ func TestProxy(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("Redis hung: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	})
+
+	t.Run("redis down at start", func(t *testing.T) {
+		srv := redistest.Start(t)
+		url := redisURL(srv)
+		srv.Kill()
+		p := startProxy(t, bin, "--limit", "20/d", "--redis", url, backend(t).URL)
+		p.waitStderr(t, "does not answer")
+		if r := get(t, "http://"+p.addr+"/", ""); r.code != 503 {
+			t.Errorf("Redis down: %d, want 503", r.code)
+		}
+		srv.Restart()
+		for tries := 0; ; tries++ {
+			if r := get(t, "http://"+p.addr+"/", ""); r.code == 200 {
+				break
+			}
+			if tries == 100 {
+				t.Fatal("still failing 100 requests after Redis started")
+			}
 		}
 	})
 }

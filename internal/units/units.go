@@ -305,12 +305,28 @@ func JobRate(s string) (float64, error) {
 	}
 	d := time.Second
 	if hasPer {
-		per = strings.TrimSpace(per)
-		if p, ok := periods[per]; ok {
-			d = p
-		} else if d, err = time.ParseDuration(per); err != nil || d <= 0 {
-			return 0, syntax(s, strconv.Quote(per)+" is neither s, m, h, d nor a positive duration like 100ms")
+		if d, err = period(s, per); err != nil {
+			return 0, err
 		}
 	}
 	return positiveRate(s, v.Quo(v, big.NewRat(int64(d), int64(time.Second))))
+}
+
+// Period reads what follows the slash of a rate ("min" in "100/min"): s,
+// m, h, d, their longer names, or a positive Go duration (100ms, 1m30s).
+// For commands that need a count and its period apart, such as ratelimit
+// proxy's --limit.
+func Period(s string) (time.Duration, error) { return period(s, s) }
+
+// period is Period, with errors quoting whole, the value the user typed.
+func period(whole, per string) (time.Duration, error) {
+	per = strings.TrimSpace(per)
+	if p, ok := periods[per]; ok {
+		return p, nil
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil || d <= 0 {
+		return 0, syntax(whole, strconv.Quote(per)+" is neither s, m, h, d nor a positive duration like 100ms")
+	}
+	return d, nil
 }

@@ -1,11 +1,11 @@
 -- FixedWindow: a line-by-line port of decideFixedWindow in algorithms.go.
--- State: hash {a = window end in µs, b = count, c = 0}.
+-- State: a = window end in µs, b = count, c = 0.
 decide[4] = function(key, p, now, n)
-  local st, ok = readstate(key)
-  local w = idiv(now, p.period)
+  local sa, sb, _, ok = readstate(key)
+  local w = floor(now / p.period)
   local window, count = w, 0
-  if ok and stored_window(p, st.a) >= w then
-    window, count = stored_window(p, st.a), st.b
+  if ok and stored_window(p, sa) >= w then
+    window, count = stored_window(p, sa), sb
   end
   local e = (window + 1) * p.period
   local allowed, retry = 0, 0
@@ -21,10 +21,8 @@ decide[4] = function(key, p, now, n)
   if count > 0 then
     reset = e - now
   end
-  local dec = {allowed, p.limit, math.max(0, p.count - count), retry, reset}
-  if allowed == 0 or n == 0 then
-    return dec
+  if allowed == 1 and n > 0 then
+    writestate(key, e, count, 0, e - now)
   end
-  writestate(key, {a = e, b = count, c = 0}, e - now)
-  return dec
+  return allowed, p.limit, max(0, p.count - count), retry, reset
 end

@@ -5,36 +5,22 @@
 -- limit.go ensures it), and for 0 <= a < 2^53, b >= 1, the correctly
 -- rounded a / b cannot reach the next integer, so math.floor(a / b) and
 -- math.ceil(a / b) are the exact integer quotients that Go computes.
+-- Numbers given to redis.call are formatted by Redis with %.17g, which is
+-- exact for them; Lua's own tostring and .. keep only 14 digits, so
+-- strings are built with string.format('%d').
 --
 -- Nothing is written before the last point at which a script can fail,
 -- so a failed call changes nothing and the Go side may retry it with EVAL.
+-- The scripts run on every decision: they allocate as few tables and
+-- strings as they can (each costs the server time, and garbage).
 
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local MAXDEBT = 2251799813685248 -- 2^51, maxDebt in algorithms.go
 local EXACT = 9007199254740992 -- 2^53
 
--- idiv is Go's a / b for a >= 0, b > 0.
-local function idiv(a, b)
-  return math.floor(a / b)
-end
-
--- ceildiv is Go's ceilDiv: the ceiling of a / b for a >= 0, b > 0.
-local function ceildiv(a, b)
-  return math.ceil(a / b)
-end
-
--- trunc is Go's int64(x) conversion of a float (toward zero).
-local function trunc(x)
-  if x >= 0 then
-    return math.floor(x)
-  end
-  return math.ceil(x)
-end
-
--- num formats an integer for a Redis argument without losing digits
--- (tostring keeps 14).
-local function num(x)
-  return string.format('%.17g', x)
-end
+-- Go's a / b for a >= 0, b > 0 is written floor(a / b), and Go's
+-- ceilDiv(a, b) ceil(a / b) (see above why both are exact); a function
+-- call each would cost the server time on every decision.
 
 -- wrongtype aborts with our own error, a string that Redis wraps in its
 -- "script error" text; the Go side finds the marker in it, maps it to
@@ -48,119 +34,70 @@ local function fail(why)
   error('THROTTLE-ERR ' .. why, 0)
 end
 
--- int reads a stored field: absent is nil, anything but a non-negative
--- integer below 2^53 is another program's value.
-local function int(key, v)
-  if v == false or v == nil then
-    return nil
-  end
-  local x = tonumber(v)
-  if x == nil or x ~= math.floor(x) or x < 0 or x >= EXACT then
-    wrongtype(key, 'field ' .. tostring(v) .. ' is not a counter')
-  end
-  return x
+-- ttlms is a TTL of us microseconds in whole milliseconds, rounded up and
+-- never below the floor, the script's last argument: one second (redis-cell
+-- #50: a TTL of 0 seconds deletes at once), longer in tests whose fake
+-- clock has nothing to do with the one Redis expires keys by.
+local MINTTL = tonumber(ARGV[#ARGV])
+local function ttlms(us)
+  return max(MINTTL, ceil(us / 1000))
 end
 
--- call runs a read-only command, turning WRONGTYPE into our error.
-local function call(key, ...)
-  local ok, r = pcall(redis.call, ...)
-  if not ok then
-    local msg = type(r) == 'table' and r.err or tostring(r)
-    if string.find(msg, 'WRONGTYPE', 1, true) then
-      wrongtype(key, 'holds a value of another type')
-    end
-    error(r)
-  end
-  return r
-end
+-- The state of GCRA, the buckets and the windows is three integers a, b,
+-- c (algorithms.go's state), kept as the string "a,b,c", written with
+-- SET PX in one command.
+--
+-- view is false when a script decides one request: reads and writes go
+-- to Redis. AllowAll's script sets it to a table: the keys as the checks
+-- already decided in this call left them, so that two checks of one key
+-- see each other; nothing is written until flush, after every check has
+-- been decided.
+local view = false
 
--- pexpire_us sets a key's TTL to us microseconds, rounded up to whole
--- milliseconds and never below one second (redis-cell #50: a TTL of 0
--- seconds deletes at once).
-local function pexpire_us(key, us)
-  redis.call('PEXPIRE', key, num(math.max(1000, ceildiv(us, 1000))))
-end
-
--- The scripts decide against a view of their keys: what Redis holds, with
--- the changes of the checks already decided in this call on top, so that
--- two checks of one key in AllowAll see each other. Nothing is written to
--- Redis until flush, after every check has been decided: a script that
--- fails has written nothing.
-local view = {}
-
--- readstate reads a hash state {a, b, c}; ok is false for a new key.
+-- readstate returns a, b, c and ok (false: a new key).
 local function readstate(key)
-  local v = view[key]
-  if v == nil then
-    local r = call(key, 'HMGET', key, 'a', 'b', 'c')
-    local a, b, c = int(key, r[1]), int(key, r[2]), int(key, r[3])
-    if a == nil and b == nil and c == nil then
-      v = {st = {a = 0, b = 0, c = 0}, ok = false}
-    elseif a == nil or b == nil or c == nil then
-      wrongtype(key, 'hash lacks one of the fields a, b, c')
-    else
-      v = {st = {a = a, b = b, c = c}, ok = true}
+  if view then
+    local v = view[key]
+    if v then
+      return v.a, v.b, v.c, v.ok
     end
-    view[key] = v
   end
-  return v.st, v.ok
+  local a, b, c, ok = 0, 0, 0, false
+  local s = redis.call('GET', key) -- WRONGTYPE: the Go side names the key
+  if s then
+    a, b, c = string.match(s, '^(%d+),(%d+),(%d+)$')
+    a, b, c = tonumber(a), tonumber(b), tonumber(c)
+    if a == nil or a >= EXACT or b >= EXACT or c >= EXACT then
+      wrongtype(key, 'holds ' .. string.format('%q', string.sub(s, 1, 40)) .. ', not a state')
+    end
+    ok = true
+  end
+  if view then
+    view[key] = {a = a, b = b, c = c, ok = ok}
+  end
+  return a, b, c, ok
 end
 
--- writestate records a hash state and its TTL (us microseconds) in the
+local function setstate(key, a, b, c, ttl)
+  redis.call('SET', key, string.format('%d,%d,%d', a, b, c), 'PX', ttlms(ttl))
+end
+
+-- writestate writes a state and its TTL (ttl µs), or records it in the
 -- view.
-local function writestate(key, st, ttl)
-  local v = view[key]
-  v.st, v.ok, v.ttl, v.dirty = st, true, ttl, true
-end
-
--- logview returns the view of a sliding log: the sorted set in Redis,
--- less its drop oldest entries, plus adds (groups {ts, n}, in order).
-local function logview(key)
-  local v = view[key]
-  if v == nil then
-    v = {log = true, card = call(key, 'ZCARD', key), drop = 0, adds = {}, addn = 0}
-    view[key] = v
+local function writestate(key, a, b, c, ttl)
+  if view then
+    local v = view[key]
+    v.a, v.b, v.c, v.ok, v.ttl, v.dirty = a, b, c, true, ttl, true
+    return
   end
-  return v
+  setstate(key, a, b, c, ttl)
 end
 
--- flush writes every changed key of the view to Redis, with its TTL.
-local function flush()
-  for key, v in pairs(view) do
-    if v.dirty and v.log then
-      if v.drop > 0 then
-        redis.call('ZREMRANGEBYRANK', key, 0, v.drop - 1)
-      end
-      for _, g in ipairs(v.adds) do
-        -- Entries at g.ts are live (ts >= now), so the dropped ones were
-        -- older and the members g.ts:1 .. g.ts:have are all still there.
-        local ts = num(g.ts)
-        local have = redis.call('ZCOUNT', key, ts, ts)
-        local args = {}
-        for i = 1, g.n do
-          args[#args + 1] = ts
-          args[#args + 1] = ts .. ':' .. num(have + i)
-          if #args >= 512 then
-            redis.call('ZADD', key, unpack(args))
-            args = {}
-          end
-        end
-        if #args > 0 then
-          redis.call('ZADD', key, unpack(args))
-        end
-      end
-      pexpire_us(key, v.ttl)
-    elseif v.dirty then
-      redis.call('HSET', key, 'a', num(v.st.a), 'b', num(v.st.b), 'c', num(v.st.c))
-      pexpire_us(key, v.ttl)
-    end
-  end
-end
-
--- A decision: {allowed 0/1, limit, remaining, retry µs (-1: never), reset µs}.
+-- A decision is five integers: allowed 0/1, limit, remaining, retry µs
+-- (-1: never), reset µs.
 local NEVER = -1
 
--- p is a check's params (limit.go), read from 8 arguments.
+-- p is a check's params (limit.go), read from 7 arguments.
 local function readparams(argv, i)
   return {
     count = tonumber(argv[i]), burst = tonumber(argv[i + 1]), period = tonumber(argv[i + 2]),
@@ -168,11 +105,6 @@ local function readparams(argv, i)
     limit = tonumber(argv[i + 6]),
   }
 end
-
--- decide[alg] (alg as in limit.go: 1 GCRA ... 6 SlidingLog) decides n for
--- key at now; an allowed request writes its state into the view.
--- It returns the decision (a table of 5 integers).
-local decide = {}
 
 -- clocknow returns the time in whole µs since the Unix epoch: arg when it
 -- is not negative (WithClock), else Redis TIME.
@@ -186,7 +118,7 @@ local function clocknow(arg)
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
   if now >= 4503599627370496 then -- 2^52, maxMicros in store.go
-    fail('time ' .. num(now) .. ' µs is out of range')
+    fail('time ' .. string.format('%d', now) .. ' µs is out of range')
   end
   return now
 end
@@ -194,19 +126,24 @@ end
 -- stored_window is storedWindow in algorithms.go: the index, in windows
 -- of p.period, of the window holding the last µs of a window ending at e.
 local function stored_window(p, e)
-  return idiv(math.max(0, e - 1), p.period)
+  return floor(max(0, e - 1) / p.period)
 end
 
 -- meter is meter in algorithms.go: it decides n for a meter (GCRA or a
 -- bucket) whose used capacity is used units of tau, and returns the
--- decision, the used capacity after the request and whether it was allowed.
+-- decision's five integers, then the used capacity after the request.
 local function meter(p, used, now, n)
   if n > p.burst then
-    return {0, p.limit, idiv(math.max(0, p.tau - used), p.emission), NEVER, ceildiv(used, p.den)}, used, false
+    return 0, p.limit, floor(max(0, p.tau - used) / p.emission), NEVER, ceil(used / p.den), used
   end
   local nxt = used + n * p.emission
   if nxt > p.tau and n > 0 then
-    return {0, p.limit, idiv(math.max(0, p.tau - used), p.emission), ceildiv(nxt - p.tau, p.den), ceildiv(used, p.den)}, used, false
+    return 0, p.limit, floor(max(0, p.tau - used) / p.emission), ceil((nxt - p.tau) / p.den), ceil(used / p.den), used
   end
-  return {1, p.limit, idiv(math.max(0, p.tau - nxt), p.emission), 0, ceildiv(nxt, p.den)}, nxt, true
+  return 1, p.limit, floor(max(0, p.tau - nxt) / p.emission), 0, ceil(nxt / p.den), nxt
 end
+
+-- decide[alg] (alg as in limit.go: 1 GCRA ... 6 SlidingLog) decides n for
+-- key at now; an allowed request with n > 0 writes its state. It returns
+-- the decision's five integers.
+local decide = {}

@@ -1,43 +1,55 @@
 -- SlidingWindow: a line-by-line port of decideSlidingWindow and its
--- helpers in algorithms.go. State: hash {a = window end in µs, b = previous
--- window's count, c = current count}. The weighted count is a double
+-- helpers in algorithms.go. State: a = window end in µs, b = previous
+-- window's count, c = current count. The weighted count is a double
 -- computed by the same IEEE operations, in the same order, as estimate().
 
-local function sw_roll(p, st, ok, now)
-  local w = idiv(now, p.period)
-  local sw = stored_window(p, st.a)
-  if not ok or sw < w - 1 then
-    return {window = w, prev = 0, curr = 0}
-  elseif sw == w - 1 then
-    return {window = w, prev = st.c, curr = 0}
+-- trunc is Go's int64(x) conversion of a float (toward zero).
+local function trunc(x)
+  if x >= 0 then
+    return floor(x)
   end
-  return {window = sw, prev = st.b, curr = st.c}
+  return ceil(x)
 end
 
-local function sw_estimate(p, s, now)
-  local elapsed = math.max(0, now - s.window * p.period)
-  return s.prev * (p.period - elapsed) / p.period + s.curr
+-- sw_roll is rollSliding; it returns window, prev, curr.
+local function sw_roll(p, sa, sb, sc, ok, now)
+  local w = floor(now / p.period)
+  local sw = stored_window(p, sa)
+  if not ok or sw < w - 1 then
+    return w, 0, 0
+  elseif sw == w - 1 then
+    return w, sc, 0
+  end
+  return sw, sb, sc
 end
 
-local function sw_fits(p, s, now, n)
-  return sw_estimate(p, s, now) + n <= p.count
+-- sw_estimate is slidingWindow.estimate.
+local function sw_estimate(p, window, prev, curr, now)
+  local elapsed = max(0, now - window * p.period)
+  return prev * (p.period - elapsed) / p.period + curr
 end
 
-local function sw_retry(p, s, now, n)
-  local e = (s.window + 1) * p.period
+-- sw_fits is slidingWindow.fits.
+local function sw_fits(p, window, prev, curr, now, n)
+  return sw_estimate(p, window, prev, curr, now) + n <= p.count
+end
+
+-- sw_retry is slidingWindow.retryAfter.
+local function sw_retry(p, window, prev, curr, now, n)
+  local e = (window + 1) * p.period
   local at
-  local room = p.count - n - s.curr
-  if room >= 0 and s.prev > 0 then
-    at = s.window * p.period + math.ceil(p.period - room * p.period / s.prev)
-  elseif s.curr > 0 then
-    at = e + math.ceil(p.period - (p.count - n) * p.period / s.curr)
+  local room = p.count - n - curr
+  if room >= 0 and prev > 0 then
+    at = window * p.period + ceil(p.period - room * p.period / prev)
+  elseif curr > 0 then
+    at = e + ceil(p.period - (p.count - n) * p.period / curr)
   else
     at = e
   end
-  local t = math.max(1, trunc(at) - now)
-  local st = {a = e, b = s.prev, c = s.curr}
+  local t = max(1, trunc(at) - now)
   local function fitsafter(t)
-    return sw_fits(p, sw_roll(p, st, true, now + t), now + t, n)
+    local w2, p2, c2 = sw_roll(p, e, prev, curr, true, now + t)
+    return sw_fits(p, w2, p2, c2, now + t, n)
   end
   local i = 0
   while i < 4 and not fitsafter(t) do
@@ -56,31 +68,29 @@ local function sw_retry(p, s, now, n)
 end
 
 decide[5] = function(key, p, now, n)
-  local st, ok = readstate(key)
-  local s = sw_roll(p, st, ok, now)
-  local est = sw_estimate(p, s, now)
+  local sa, sb, sc, ok = readstate(key)
+  local window, prev, curr = sw_roll(p, sa, sb, sc, ok, now)
+  local est = sw_estimate(p, window, prev, curr, now)
   local allowed, retry = 0, 0
   if n > p.count then
     retry = NEVER
   elseif est + n > p.count then
-    retry = sw_retry(p, s, now, n)
+    retry = sw_retry(p, window, prev, curr, now, n)
   else
     allowed = 1
-    s.curr = s.curr + n
+    curr = curr + n
     est = est + n
   end
-  local remaining = math.max(0, math.floor(p.count - est))
-  local e = (s.window + 1) * p.period
+  local remaining = max(0, floor(p.count - est))
+  local e = (window + 1) * p.period
   local reset = 0
-  if s.curr > 0 then
+  if curr > 0 then
     reset = e + p.period - now
-  elseif s.prev > 0 then
+  elseif prev > 0 then
     reset = e - now
   end
-  local dec = {allowed, p.limit, remaining, retry, reset}
-  if allowed == 0 or n == 0 then
-    return dec
+  if allowed == 1 and n > 0 then
+    writestate(key, e, prev, curr, reset)
   end
-  writestate(key, {a = e, b = s.prev, c = s.curr}, reset)
-  return dec
+  return allowed, p.limit, remaining, retry, reset
 end

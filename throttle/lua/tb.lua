@@ -1,24 +1,23 @@
 -- TokenBucket: a line-by-line port of decideTokenBucket in algorithms.go.
--- State: hash {a = tokens in units, b = last refill in µs, c = den when
--- written}.
+-- State: a = tokens in units, b = last refill in µs, c = den when written.
 decide[2] = function(key, p, now, n)
-  local st, ok = readstate(key)
-  ok = ok and st.c > 0
+  local sa, sb, sc, ok = readstate(key)
+  ok = ok and sc > 0
   local tokens, last = p.tau, now
   if ok then
-    tokens, last = st.a, st.b
-    if st.c ~= p.den then -- written under another limit: whole µs, rounded down
-      local t = idiv(tokens, st.c)
-      if t > idiv(p.tau, p.den) then
+    tokens, last = sa, sb
+    if sc ~= p.den then -- written under another limit: whole µs, rounded down
+      local t = floor(tokens / sc)
+      if t > floor(p.tau / p.den) then
         tokens = p.tau
       else
         tokens = t * p.den
       end
     end
-    tokens = math.min(tokens, p.tau)
+    tokens = min(tokens, p.tau)
     local el = now - last
     if el > 0 then
-      if el > idiv(p.tau - tokens, p.den) then
+      if el > floor((p.tau - tokens) / p.den) then
         tokens = p.tau
       else
         tokens = tokens + el * p.den
@@ -26,10 +25,9 @@ decide[2] = function(key, p, now, n)
       last = now
     end
   end
-  local dec, used, allowed = meter(p, p.tau - tokens, now, n)
-  if not allowed or n == 0 then
-    return dec
+  local allowed, limit, remaining, retry, reset, used = meter(p, p.tau - tokens, now, n)
+  if allowed == 1 and n > 0 then
+    writestate(key, p.tau - used, last, p.den, reset)
   end
-  writestate(key, {a = p.tau - used, b = last, c = p.den}, dec[5])
-  return dec
+  return allowed, limit, remaining, retry, reset
 end

@@ -7,6 +7,12 @@
 //
 //	cd bench && go run ./cmd/distbench -count 5
 //
+// With -bench Keyed it runs instead the keyed-limiter benchmarks
+// (throttle.RedisStore against go-redis/redis_rate on the same server and
+// client pool) and prints their table and the issue's goals for them:
+//
+//	cd bench && go run ./cmd/distbench -count 5 -bench Keyed
+//
 // As cmd/ratios does, it compiles the benchmarks once and runs the binary
 // count times with -test.count=1, so that each round measures the three
 // within seconds of each other and the per-round ratios compare like with
@@ -36,6 +42,7 @@ func main() {
 	rate := flag.Float64("rate", 1000, "-fleet: the shared rate R")
 	warm := flag.Duration("warm", 3*time.Second, "-fleet: warm-up before each measurement")
 	measure := flag.Duration("measure", 10*time.Second, "-fleet: measured window per fleet size")
+	bench := flag.String("bench", "^BenchmarkDecision", "-test.bench of each run: ^BenchmarkDecision (the distributed table) or Keyed (the keyed Redis table)")
 	flag.Parse()
 	if *fleet != "" {
 		sizes, err := parseSizes(*fleet)
@@ -48,7 +55,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*count, *benchtime, *raw, os.Stdout); err != nil {
+	if err := run(*count, *benchtime, *bench, *raw, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "distbench:", err)
 		os.Exit(1)
 	}
@@ -72,12 +79,17 @@ var goals = []goal{
 	{"distributed / redis_rate, decisions/s", "Decision/redis_rate", "Decision/distributed", "ns/op", 100, false, "≥ 100"},
 	{"parallel: distributed / local, ns/op", "DecisionParallel/distributed", "DecisionParallel/local", "ns/op", 0, true, ""},
 	{"parallel: distributed / redis_rate, decisions/s", "DecisionParallel/redis_rate", "DecisionParallel/distributed", "ns/op", 0, false, ""},
+	// Issue 8 item 9: the keyed RedisStore against redis_rate.
+	{"throttle GCRA / redis_rate, server µs per call", "KeyedRedis/throttle-gcra", "KeyedRedis/redis_rate", "evalsha-µs/call", 1, true, "≤ 1"},
+	{"throttle GCRA / redis_rate, decisions/s", "KeyedRedis/redis_rate", "KeyedRedis/throttle-gcra", "ns/op", 1, false, "≥ 1"},
+	{"parallel: throttle GCRA / redis_rate, server µs per call", "KeyedRedisParallel/throttle-gcra", "KeyedRedisParallel/redis_rate", "evalsha-µs/call", 1, true, "≤ 1"},
+	{"parallel: throttle GCRA / redis_rate, decisions/s", "KeyedRedisParallel/redis_rate", "KeyedRedisParallel/throttle-gcra", "ns/op", 1, false, "≥ 1"},
 }
 
-func run(count int, benchtime, rawPath string, out io.Writer) error {
+func run(count int, benchtime, bench, rawPath string, out io.Writer) error {
 	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
 	loadBefore := report.LoadAvg()
-	rounds, order, raw, err := report.RunRounds("github.com/smoothrate/ratelimit/bench/distbench", count, benchtime, ".")
+	rounds, order, raw, err := report.RunRounds("github.com/smoothrate/ratelimit/bench/distbench", count, benchtime, bench)
 	if err != nil {
 		return err
 	}

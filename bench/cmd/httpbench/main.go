@@ -13,10 +13,8 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -24,24 +22,7 @@ import (
 )
 
 func main() {
-	count := flag.Int("count", 5, "rounds: the benchmarks run this many times, each with -test.count=1")
-	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each run")
-	raw := flag.String("raw", "", "also write the raw benchmark output to this file (benchstat format)")
-	flag.Parse()
-	rounds, order, rawOut, err := report.RunRounds("github.com/smoothrate/ratelimit/bench/httpbench", *count, *benchtime, ".")
-	if err == nil && *raw != "" {
-		err = os.WriteFile(*raw, rawOut, 0o644)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "httpbench:", err)
-		os.Exit(1)
-	}
-	loadAfter := report.LoadAvg()
-	fmt.Printf("<!-- %s -->\n\n", report.Machine())
-	fmt.Printf("%d rounds of -benchtime=%s; load average (1, 5, 15 min) at the end: %s\n\n", *count, *benchtime, loadAfter)
-	if missed := write(os.Stdout, rounds, order); missed > 0 {
-		fmt.Printf("\n%d goal(s) missed.\n", missed)
-	}
+	report.Main("httpbench", "github.com/smoothrate/ratelimit/bench/httpbench", write)
 }
 
 // peers are the middlewares ours is compared with.

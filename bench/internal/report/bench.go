@@ -3,7 +3,9 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,4 +103,28 @@ func RunRounds(pkg string, count int, benchtime, bench string) ([]Round, []strin
 		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, LoadAvg())
 	}
 	return rounds, order, raw.Bytes(), nil
+}
+
+// Main is the whole main function of a bench program that runs package
+// pkg's benchmarks in rounds (RunRounds) and prints write's tables: flags
+// -count, -benchtime and -raw, the machine note, the load, the number of
+// goals write reports missed. prog names the program in errors.
+func Main(prog, pkg string, write func(out io.Writer, rounds []Round, order []string) (missed int)) {
+	count := flag.Int("count", 5, "rounds: the benchmarks run this many times, each with -test.count=1")
+	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each run")
+	raw := flag.String("raw", "", "also write the raw benchmark output to this file (benchstat format)")
+	flag.Parse()
+	rounds, order, rawOut, err := RunRounds(pkg, *count, *benchtime, ".")
+	if err == nil && *raw != "" {
+		err = os.WriteFile(*raw, rawOut, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
+		os.Exit(1)
+	}
+	fmt.Printf("<!-- %s -->\n\n", Machine())
+	fmt.Printf("%d rounds of -benchtime=%s; load average (1, 5, 15 min) at the end: %s\n\n", *count, *benchtime, LoadAvg())
+	if missed := write(os.Stdout, rounds, order); missed > 0 {
+		fmt.Printf("\n%d goal(s) missed.\n", missed)
+	}
 }

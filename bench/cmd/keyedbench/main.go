@@ -1,0 +1,82 @@
+// Command keyedbench runs the benchmarks of package keyed (throttle's
+// MemoryStore against sethvargo/go-limiter's memorystore, throttled's GCRA
+// memstore, ulule/limiter's memory store and go-chi/httprate's local
+// counter, at 100 000 live keys) and prints, as Markdown, the medians and
+// the ratios of ours to each peer against the goals of issue 8 (≤ 0.5 of
+// the fastest peer's ns/op, serial and parallel; 0 allocations):
+//
+//	cd bench && go run ./cmd/keyedbench -count 5
+//
+// Like cmd/ratios it compiles the benchmarks once and runs them count
+// times, so that each round measures every store within seconds of the
+// others; medians over rounds, ratios of medians next to the range of the
+// per-round ratios.
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/smoothrate/ratelimit/bench/internal/report"
+)
+
+func main() {
+	report.Main("keyedbench", "github.com/smoothrate/ratelimit/bench/keyed", write)
+}
+
+// ours is the benchmark the goals are about; the other "ours-" variants
+// are shown for comparison.
+const ours = "ours-gcra"
+
+// peers are the libraries ours is compared with.
+var peers = []string{"sethvargo", "throttled", "ulule", "httprate"}
+
+// write prints the tables and returns the number of goals missed.
+func write(out io.Writer, rounds []report.Round, order []string) int {
+	ns, allocs := report.Unit("ns/op"), report.Unit("allocs/op")
+	fmt.Fprintln(out, "| Benchmark | median ns/op | min | max | B/op | allocs/op |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
+	for _, name := range order {
+		v := report.Column(rounds, ns, name)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", name, report.Num(report.Median(v)),
+			report.Num(slices.Min(v)), report.Num(slices.Max(v)),
+			report.Num(report.Median(report.Column(rounds, report.Unit("B/op"), name))),
+			report.Num(report.Median(report.Column(rounds, allocs, name))))
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| Ratio (ns/op) | of medians | per-round range | goal | met |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|:---:|")
+	missed := 0
+	for _, group := range []string{"Keyed", "KeyedParallel"} {
+		fastest, best := "", 0.0
+		for _, p := range peers {
+			if v := report.Column(rounds, ns, group+"/"+p); len(v) > 0 && (fastest == "" || report.Median(v) < best) {
+				fastest, best = p, report.Median(v)
+			}
+		}
+		for _, p := range peers {
+			r, lo, hi, ok := report.Ratio(rounds, ns, group+"/"+ours, group+"/"+p)
+			if !ok {
+				continue
+			}
+			goal, met := "", ""
+			if p == fastest {
+				goal, met = "≤ 0.5 (fastest peer)", "yes"
+				if r > 0.5 {
+					met, missed = "**no**", missed+1
+				}
+			}
+			fmt.Fprintf(out, "| %s: %s / %s | %s | %s–%s | %s | %s |\n", group, ours, p,
+				report.Num(r), report.Num(lo), report.Num(hi), goal, met)
+		}
+		if v := report.Column(rounds, allocs, group+"/"+ours); len(v) > 0 {
+			met := "yes"
+			if report.Median(v) > 0 {
+				met, missed = "**no**", missed+1
+			}
+			fmt.Fprintf(out, "| %s: %s allocs/op | %s | | 0 | %s |\n", group, ours, report.Num(report.Median(v)), met)
+		}
+	}
+	return missed
+}

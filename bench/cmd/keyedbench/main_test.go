@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/smoothrate/ratelimit/bench/internal/report"
+)
+
+const round = `BenchmarkKeyed/ours-gcra-2     	 1000000	        50.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeyed/sethvargo-2     	 1000000	       200.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeyed/throttled-2     	 1000000	       300.0 ns/op	      32 B/op	       2 allocs/op
+BenchmarkKeyedParallel/ours-gcra-2   	 1000000	        90.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeyedParallel/sethvargo-2   	 1000000	       100.0 ns/op	       0 B/op	       0 allocs/op
+`
+
+func TestWrite(t *testing.T) {
+	r, order := report.ParseRound([]byte(round))
+	var b strings.Builder
+	missed := write(&b, []report.Round{r, r}, order)
+	out := b.String()
+	// Serial: 50/200 = 0.25 against the fastest peer, met; parallel:
+	// 90/100 = 0.9, missed.
+	if missed != 1 {
+		t.Errorf("missed = %d, want 1\n%s", missed, out)
+	}
+	for _, want := range []string{
+		"| Keyed: ours-gcra / sethvargo | 0.25 | 0.25–0.25 | ≤ 0.5 (fastest peer) | yes |",
+		"| Keyed: ours-gcra / throttled | 0.17 | 0.17–0.17 |  |  |",
+		"| KeyedParallel: ours-gcra / sethvargo | 0.90 | 0.90–0.90 | ≤ 0.5 (fastest peer) | **no** |",
+		"| Keyed: ours-gcra allocs/op | 0 | | 0 | yes |",
+		"| Keyed/throttled | 300 | 300 | 300 | 32 | 2 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,10 @@
+// Package keyed benchmarks throttle's MemoryStore next to the keyed
+// limiters users compare it with (sethvargo/go-limiter's memorystore,
+// throttled's GCRA memstore, ulule/limiter's memory store and
+// go-chi/httprate's local counter), all at 100 000 live keys, in one run:
+//
+//	cd bench && go run ./cmd/ratios -dir ./keyed -goals keyed -count 5
+//
+// The package has no code besides its benchmarks; it lives in the bench
+// module so that the peers never enter the root module's dependencies.
+package keyed

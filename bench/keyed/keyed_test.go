@@ -1,0 +1,206 @@
+package keyed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/httprate"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/smoothrate/ratelimit/throttle"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+	"github.com/ulule/limiter/v3"
+	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
+)
+
+// liveKeys is how many keys every store holds while measured.
+const liveKeys = 100_000
+
+// perKey per period is each key's limit: far above what a benchmark sends
+// one key (b.N/liveKeys calls), so every decision is an admission, and
+// with a period of 1000 hours a request weighs 3.6 s, so a key's state
+// stays live between two visits even on a loaded machine (at 1 000 000
+// per second it would be back to full, expired, after 1 µs, and a store
+// that reclaims expired keys would measure re-inserts): every decision is
+// on an existing key, the common case of a server under normal load.
+const (
+	perKey = 1_000_000
+	period = 1000 * time.Hour
+)
+
+// firstSeen is the order in which the keys first arrive (and the stores
+// allocate their state); keys is the order of the measured calls, another
+// random order, so that consecutive calls touch unrelated memory as
+// requests from many clients do. (Measured in the order of first arrival,
+// a store that allocates one object per key in arrival order would walk
+// its objects sequentially, which real traffic never does.)
+var firstSeen, keys = func() ([]string, []string) {
+	ks := make([]string, liveKeys)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("client:%d", i)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+	measured := slices.Clone(ks)
+	r.Shuffle(len(measured), func(i, j int) { measured[i], measured[j] = measured[j], measured[i] })
+	return ks, measured
+}()
+
+// decider is one library's "may key do one more now?", returning whether
+// it allowed.
+type decider func(key string) bool
+
+type peer struct {
+	name string
+	make func(b *testing.B) decider
+}
+
+var ctx = context.Background()
+
+func ours(alg throttle.Algorithm) func(b *testing.B) decider {
+	return func(b *testing.B) decider {
+		lim, err := throttle.New(throttle.NewMemoryStore(), alg, throttle.Limit{Count: perKey, Period: period})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(key string) bool {
+			d, err := lim.Allow(ctx, key)
+			return err == nil && d.Allowed
+		}
+	}
+}
+
+var peers = []peer{
+	{"ours-gcra", ours(throttle.GCRA)},
+	{"ours-fixed-window", ours(throttle.FixedWindow)},
+	{"ours-sliding-window", ours(throttle.SlidingWindow)},
+	// sethvargo/go-limiter's memorystore: a bucket per key, reset each
+	// interval; one map behind one RWMutex.
+	{"sethvargo", func(b *testing.B) decider {
+		s, err := memorystore.New(&memorystore.Config{Tokens: perKey, Interval: period})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close(ctx) })
+		return func(key string) bool {
+			_, _, _, ok, err := s.Take(ctx, key)
+			return err == nil && ok
+		}
+	}},
+	// throttled's GCRA over its memstore (an LRU of liveKeys).
+	{"throttled", func(b *testing.B) decider {
+		st, err := memstore.NewCtx(liveKeys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerDuration(perKey, period), MaxBurst: perKey - 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(key string) bool {
+			limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+			return err == nil && !limited
+		}
+	}},
+	// ulule/limiter's memory store (fixed window).
+	{"ulule", func(b *testing.B) decider {
+		lim := limiter.New(ulmemory.NewStore(), limiter.Rate{Period: period, Limit: perKey})
+		return func(key string) bool {
+			c, err := lim.Get(ctx, key)
+			return err == nil && !c.Reached
+		}
+	}},
+	// go-chi/httprate's local counter, decided as its RateLimiter.OnLimit
+	// does (one mutex around read, weigh, increment) without the HTTP
+	// headers, so that the counter is measured, not net/http.
+	{"httprate", func(b *testing.B) decider {
+		c := httprate.NewLocalLimitCounter(period)
+		c.Config(perKey, period)
+		var mu sync.Mutex
+		return func(key string) bool {
+			now := time.Now().UTC()
+			curr := now.Truncate(period)
+			mu.Lock()
+			defer mu.Unlock()
+			n, prev, err := c.Get(key, curr, curr.Add(-period))
+			if err != nil {
+				return false
+			}
+			rate := float64(prev)*(float64(period)-float64(now.Sub(curr)))/float64(period) + float64(n)
+			if int(math.Round(rate))+1 > perKey {
+				return false
+			}
+			return c.IncrementBy(key, curr, 1) == nil
+		}
+	}},
+}
+
+// warm makes every key live in the store, then collects garbage, so that
+// no benchmark is measured while the collector works off the previous
+// one's 100 000 keys (with two cores, a background mark takes half the
+// machine).
+func warm(b *testing.B, d decider) {
+	b.Helper()
+	for _, k := range firstSeen {
+		if !d(k) {
+			b.Fatalf("warming %s: refused", k)
+		}
+	}
+	runtime.GC()
+}
+
+// BenchmarkKeyed: one goroutine, decisions on existing keys.
+func BenchmarkKeyed(b *testing.B) {
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			d := p.make(b)
+			warm(b, d)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if !d(keys[i]) {
+					b.Fatalf("%s refused %s", p.name, keys[i])
+				}
+				if i++; i == liveKeys {
+					i = 0
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkKeyedParallel: GOMAXPROCS goroutines, each walking the keys
+// from its own offset.
+func BenchmarkKeyedParallel(b *testing.B) {
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			d := p.make(b)
+			warm(b, d)
+			var next, refused atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(7919) % liveKeys)
+				for pb.Next() {
+					if !d(keys[i]) {
+						refused.Add(1)
+					}
+					if i++; i == liveKeys {
+						i = 0
+					}
+				}
+			})
+			if n := refused.Load(); n > 0 {
+				b.Fatalf("%s refused %d decisions", p.name, n)
+			}
+		})
+	}
+}

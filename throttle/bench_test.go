@@ -1,0 +1,108 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The store's own benchmarks; the comparison with other libraries is in
+// the bench module (bench/keyed).
+
+// benchKeys are 100 000 keys in a random order.
+var benchKeys = func() []string {
+	ks := make([]string, 100_000)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("client:%d", i)
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+	return ks
+}()
+
+// dayLimit never refuses a benchmark and keeps every key's state live
+// between two visits.
+var dayLimit = Limit{Count: 1_000_000, Period: 1000 * time.Hour}
+
+// BenchmarkDecide: one algorithm's arithmetic alone (algorithms.go), on an
+// existing state of a limit of 1 000 000 per day, time moving 100 ms per
+// call (more than a request's 86.4 ms weight, so nothing is ever refused).
+func BenchmarkDecide(b *testing.B) {
+	for _, alg := range allAlgorithms {
+		b.Run(alg.String(), func(b *testing.B) {
+			m, err := newModel(alg, Limit{Count: 1_000_000, Period: 24 * time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := clocktestEpochMicros
+			for b.Loop() {
+				if !m.decide(now, 1).Allowed {
+					b.Fatal("refused")
+				}
+				now += 100_000
+				if alg == SlidingLog && m.log.Len() > 1000 {
+					m.log.drop(1000) // keep the log small: the arithmetic is measured here
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMemoryAllow: Allow on existing keys of a MemoryStore holding
+// 100 000 keys, on the wall clock, serial and parallel.
+func BenchmarkMemoryAllow(b *testing.B) {
+	ctx := context.Background()
+	for _, alg := range []Algorithm{GCRA, FixedWindow, SlidingWindow} {
+		lim := mustNew(b, NewMemoryStore(), alg, dayLimit)
+		for _, k := range benchKeys {
+			mustAllow(b, lim, k, 1)
+		}
+		b.Run(alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if d, err := lim.Allow(ctx, benchKeys[i]); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+				if i++; i == len(benchKeys) {
+					i = 0
+				}
+			}
+		})
+		b.Run(alg.String()+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := rand.IntN(len(benchKeys))
+				for pb.Next() {
+					if d, err := lim.Allow(ctx, benchKeys[i]); err != nil || !d.Allowed {
+						b.Error(d, err)
+						return
+					}
+					if i++; i == len(benchKeys) {
+						i = 0
+					}
+				}
+			})
+		})
+	}
+}
+
+var sinkMicros int64
+
+// BenchmarkClockRead: the MemoryStore's default clock (a wall reading
+// extrapolated by the monotonic clock) against time.Now.
+func BenchmarkClockRead(b *testing.B) {
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			sinkMicros += time.Now().UnixMicro()
+		}
+	})
+	b.Run("store", func(b *testing.B) {
+		s := NewMemoryStore()
+		for b.Loop() {
+			us, _ := s.now()
+			sinkMicros += us
+		}
+	})
+}

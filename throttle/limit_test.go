@@ -1,0 +1,111 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestNewRejectsBadInput(t *testing.T) {
+	s := NewMemoryStore()
+	for _, c := range []struct {
+		alg  Algorithm
+		l    Limit
+		want error
+	}{
+		{GCRA, Limit{Count: 0, Period: time.Second}, ErrInvalidLimit},
+		{GCRA, Limit{Count: -1, Period: time.Second}, ErrInvalidLimit},
+		{GCRA, Limit{Count: 1, Period: 0}, ErrInvalidLimit},
+		{GCRA, Limit{Count: 1, Period: -time.Second}, ErrInvalidLimit},
+		{GCRA, Limit{Count: 1, Period: 1500 * time.Nanosecond}, ErrInvalidLimit}, // not whole µs
+		{GCRA, Limit{Count: 1, Period: time.Second, Burst: -1}, ErrInvalidLimit},
+		{GCRA, Limit{Count: 1 << 53, Period: time.Second}, ErrInvalidLimit},
+		{GCRA, Limit{Count: 3, Period: 1<<52 - 1, Burst: 1 << 40}, ErrInvalidLimit}, // burst × emission past 2^52
+		{FixedWindow, Limit{Count: 5, Period: time.Second, Burst: 6}, ErrInvalidLimit},
+		{SlidingWindow, Limit{Count: 5, Period: time.Second, Burst: 1}, ErrInvalidLimit},
+		{SlidingLog, Limit{Count: MaxLogCount + 1, Period: time.Second}, ErrInvalidLimit},
+		{0, PerSecond(1), ErrInvalidAlgorithm},
+		{SlidingLog + 1, PerSecond(1), ErrInvalidAlgorithm},
+	} {
+		if _, err := New(s, c.alg, c.l); !errors.Is(err, c.want) {
+			t.Errorf("New(%v, %+v) = %v, want %v", c.alg, c.l, err, c.want)
+		}
+	}
+	if _, err := New(nil, GCRA, PerSecond(1)); !errors.Is(err, ErrNilStore) {
+		t.Errorf("New(nil store) = %v", err)
+	}
+	for _, ok := range []struct {
+		alg Algorithm
+		l   Limit
+	}{
+		{SlidingLog, Limit{Count: MaxLogCount, Period: time.Hour}},
+		{FixedWindow, Limit{Count: 5, Period: time.Second, Burst: 5}},
+		{GCRA, Limit{Count: 7, Period: 3 * time.Microsecond, Burst: 100}},
+	} {
+		if _, err := New(s, ok.alg, ok.l); err != nil {
+			t.Errorf("New(%v, %+v): %v", ok.alg, ok.l, err)
+		}
+	}
+}
+
+func TestLimiterRejectsBadCalls(t *testing.T) {
+	ctx := context.Background()
+	lim := mustNew(t, NewMemoryStore(), GCRA, PerSecond(1))
+	if _, err := lim.AllowN(ctx, "k", -1); !errors.Is(err, ErrInvalidCost) {
+		t.Errorf("n = -1: %v", err)
+	}
+	if _, err := lim.Allow(ctx, ""); !errors.Is(err, ErrEmptyKey) {
+		t.Errorf("empty key: %v", err)
+	}
+	if err := lim.Reset(ctx, ""); !errors.Is(err, ErrEmptyKey) {
+		t.Errorf("Reset empty key: %v", err)
+	}
+	var zero Limiter
+	if d, err := zero.Allow(ctx, "k"); !errors.Is(err, ErrNilStore) || d.Allowed {
+		t.Errorf("zero Limiter: %+v, %v", d, err)
+	}
+	var nilLim *Limiter
+	if err := nilLim.Reset(ctx, "k"); !errors.Is(err, ErrNilStore) {
+		t.Errorf("nil Limiter Reset: %v", err)
+	}
+	// A rejected call changes nothing.
+	if d := mustAllow(t, lim, "k", 0); d.Remaining != 1 {
+		t.Errorf("after rejected calls: %+v", d)
+	}
+}
+
+func TestAlgorithmNames(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		got, err := ParseAlgorithm(alg.String())
+		if err != nil || got != alg {
+			t.Errorf("ParseAlgorithm(%q) = %v, %v", alg.String(), got, err)
+		}
+	}
+	if _, err := ParseAlgorithm("gcra2"); !errors.Is(err, ErrInvalidAlgorithm) {
+		t.Errorf("ParseAlgorithm(gcra2) = %v", err)
+	}
+	if s := Algorithm(9).String(); s != "Algorithm(9)" {
+		t.Errorf("Algorithm(9).String() = %q", s)
+	}
+}
+
+func TestLimitHelpers(t *testing.T) {
+	for _, c := range []struct {
+		l    Limit
+		want string
+	}{
+		{PerSecond(10), "10/1s (burst 10)"},
+		{PerMinute(5), "5/1m0s (burst 5)"},
+		{PerHour(2), "2/1h0m0s (burst 2)"},
+		{Limit{Count: 30, Period: time.Minute, Burst: 16}, "30/1m0s (burst 16)"},
+	} {
+		if got := c.l.String(); got != c.want {
+			t.Errorf("%+v.String() = %q, want %q", c.l, got, c.want)
+		}
+	}
+	lim := mustNew(t, NewMemoryStore(), TokenBucket, PerMinute(5))
+	if got := lim.Limit(); got != (Limit{Count: 5, Period: time.Minute, Burst: 5}) || lim.Algorithm() != TokenBucket {
+		t.Errorf("Limit() = %+v, Algorithm() = %v", got, lim.Algorithm())
+	}
+}
