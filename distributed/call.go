@@ -15,6 +15,9 @@ import (
 
 // reply is lease.lua's answer, with its µs durations converted.
 type reply struct {
+	joined        bool   // the reply says what the name holds:
+	storedKind    string // "b" or "w"
+	storedUnit    string
 	granted       int64
 	wait          time.Duration // from the script's now until the permits are usable
 	ahead         time.Duration // until the caller's next lease could be granted with no wait
@@ -59,7 +62,22 @@ func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 		micros(wait),
 		f64(l.reported),
 		micros(l.cfg.leaseDuration),
+		l.cfg.unit,
+		l.joinArgLocked(),
 	)
+}
+
+// joinArgLocked is lease.lua's join argument: until a lease has told the
+// limiter what its name holds, ask ('1'), or ask and refuse a mismatch
+// ('2'); then nothing ('0').
+func (l *Limiter) joinArgLocked() string {
+	switch {
+	case l.joined:
+		return "0"
+	case l.cfg.refuseMismatch:
+		return "2"
+	}
+	return "1"
 }
 
 func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {
@@ -116,6 +134,9 @@ func (l *Limiter) call(args []any) (reply, error) {
 			// client's error is kept as text only: wrapped, it would
 			// match context.DeadlineExceeded.
 			return reply{}, fmt.Errorf("distributed: redis call: %w after %v (%v)", ErrCallTimeout, l.cfg.callTimeout, res.err)
+		}
+		if strings.Contains(res.err.Error(), "joining refused") {
+			return reply{}, fmt.Errorf("%w: %w: %w", ErrMisconfigured, ErrNameMismatch, res.err)
 		}
 		if IsMisconfiguration(res.err) {
 			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, res.err)
@@ -178,8 +199,8 @@ func parseReply(v []any) (reply, error) {
 	bad := func(why string) (reply, error) {
 		return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %s", v, why)
 	}
-	if len(v) != 9 {
-		return bad("want 9 elements")
+	if len(v) != 9 && len(v) != 11 {
+		return bad("want 9 or 11 elements")
 	}
 	var ints [9]int64
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 8} {
@@ -202,7 +223,20 @@ func parseReply(v []any) (reply, error) {
 			return bad("negative value")
 		}
 	}
+	var joined [2]string
+	if len(v) == 11 {
+		for k := range joined {
+			s, ok := v[9+k].(string)
+			if !ok {
+				return bad(fmt.Sprintf("element %d is not a string", 10+k))
+			}
+			joined[k] = s
+		}
+	}
 	return reply{
+		joined:        len(v) == 11,
+		storedKind:    joined[0],
+		storedUnit:    joined[1],
 		granted:       ints[0],
 		wait:          sat.Scale(ints[1], time.Microsecond),
 		ahead:         sat.Scale(ints[2], time.Microsecond),

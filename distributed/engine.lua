@@ -178,8 +178,9 @@ end
 -- decimal string (HMGET of 19 fields and their tonumber took about 6 µs
 -- of a lease, %.17g about 0.5 µs per field). kind is packed as 0
 -- (bursty) or 1 (warming up). The configuration is also written as
--- readable fields (kind, burst, warmup, cold) when the state is made, for
--- people and tools; the script never reads them.
+-- readable fields (kind, burst, warmup, cold, and unit: what a permit
+-- stands for) when the state is made, for people and tools; only a
+-- limiter's first leases read the unit back.
 local STATE_FIELDS = {'kind', 'stored', 'max', 'interval', 'next', 'burst',
   'warmup', 'cold', 'threshold', 'slope', 'ver', 'lc', 'born'}
 
@@ -232,7 +233,8 @@ local function saveState(key, s, extra)
   local v = struct.pack((layout(extra)), unpack(x))
   if v == s.packed then return end
   if s.packed == nil then
-    redis.call('HSET', key, 'e', v, 'kind', s.kind, 'burst', enc(s.burst), 'warmup', enc(s.warmup), 'cold', enc(s.cold))
+    redis.call('HSET', key, 'e', v, 'kind', s.kind, 'burst', enc(s.burst), 'warmup', enc(s.warmup), 'cold', enc(s.cold),
+      'unit', s.unit or '')
   else
     redis.call('HSET', key, 'e', v)
   end

@@ -36,13 +36,18 @@
 -- 11 regttl    µs after which a silent process leaves the registry
 -- lease:   12 need (permits that must be in the lease)  13 want (the lease
 --          size asked for)  14 maxwait µs  15 demand permits/s  16 tau µs
+--          17 unit (what a permit stands for: recorded when the state is
+--          made)  18 join: '0' nothing, '1' reply with the stored kind and
+--          unit (a limiter's first leases), '2' the same, and refuse to
+--          join a state whose rate, kind or unit differs from the caller's
 -- refund:  12 permits  13 the version they were leased under  14 leave (1
 --          removes the caller from the registry)  15 the state's birth
 --          time they were leased from
 -- setrate: 12 the new rate
 --
 -- Reply: {granted, wait µs, ahead µs, validity µs, processes, ver, rate,
--- maxPermits, born}, every element a string so that no precision is lost. ahead
+-- maxPermits, born} (+ {kind, unit} when join is not '0'): integers, and
+-- the rate and maxPermits as packed doubles, so that no precision is lost. ahead
 -- is how far the caller's next lease is pushed back (by the shared debt or
 -- its own fair-share clock): a lease with maximum wait w can be granted
 -- after ahead - w, its retry-after. born identifies this incarnation of
@@ -141,6 +146,7 @@ if s == nil then
   s.ver, s.lc, s.born = math.max(1, callerVer), 0, now
   setRate(s, callerRate, now)
   s.slot, s.lvl, s.spr, s.np, s.lvt, s.sc, s.exp = -1, INF, 0, 1, -INF, 0, 0
+  s.unit = ARGV[17]
   fresh = true
 elseif callerVer > s.ver and op ~= 'refund' then
   -- The state was lost and recreated by a process that knew an older
@@ -188,8 +194,13 @@ end
 
 -- Integers go back as integer replies (every one is a whole number of µs
 -- or a count, below 2^53), the rate and the capacity as packed doubles.
+local joined -- {kind, unit} of the state, for a limiter's first leases
 local function reply(granted, wait, aheadBy, valid, procs)
-  return {granted, wait, aheadBy, valid, procs, s.ver, encDouble(rateOf(s)), encDouble(s.max), s.born}
+  local r = {granted, wait, aheadBy, valid, procs, s.ver, encDouble(rateOf(s)), encDouble(s.max), s.born}
+  if joined then
+    r[10], r[11] = joined[1], joined[2]
+  end
+  return r
 end
 
 if op == 'setrate' then
@@ -227,6 +238,25 @@ end
 local need, want, maxWait = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local demand, tau = dec(ARGV[15]), tonumber(ARGV[16])
 if maxWait > MAX_WAIT then maxWait = MAX_WAIT end
+
+-- A limiter's first leases learn what the name holds: its kind and unit
+-- (the rate is in every reply). Asked to, refuse to join a limiter of
+-- another rate, kind or unit, before anything is written: two programs
+-- that picked the same name by accident must not share one limit.
+local join, unit = ARGV[18] or '0', ARGV[17] or ''
+if join ~= '0' then
+  local storedUnit = unit
+  if not fresh then storedUnit = redis.call('HGET', KEYS[1], 'unit') or '' end
+  joined = {s.kind, storedUnit}
+  local r = rateOf(s)
+  local sameRate = r == callerRate or
+    (r < INF and callerRate < INF and math.abs(r - callerRate) <= 1e-9 * math.max(r, callerRate))
+  if join == '2' and (not sameRate or s.kind ~= ARGV[3] or storedUnit ~= unit) then
+    return error({err = 'ERR ratelimit: key ' .. KEYS[1] .. ' holds a limiter at ' .. enc(r) .. '/s, kind ' ..
+      s.kind .. ', unit "' .. storedUnit .. '", not ' .. ARGV[4] .. '/s, ' .. ARGV[3] .. ', "' .. unit ..
+      '": joining refused'})
+  end
+end
 
 -- The caller's registry entry: one HGET, whatever the fleet's size.
 local e = redis.pcall('HGET', KEYS[2], pid)

@@ -49,6 +49,7 @@ type Limiter struct {
 	keys   []string
 	cfg    config
 	kind   string          // "b" or "w", as in engine.lua
+	asked0 float64         // the rate New was given
 	clock  ratelimit.Clock // nil: the time package
 	start  time.Time
 
@@ -93,6 +94,13 @@ type Limiter struct {
 	closed      bool
 	rng         *rand.Rand
 	st          Stats
+	// What the name holds, learnt from the first lease reply: joined is
+	// set then, and mismatch if the stored rate, kind or unit differs from
+	// this limiter's.
+	joined     bool
+	storedKind string
+	storedUnit string
+	mismatch   bool
 }
 
 // New returns a limiter named name that shares permitsPerSecond with every
@@ -126,6 +134,7 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 		kind:      "b",
 		clock:     cfg.clock,
 		rate:      permitsPerSecond,
+		asked0:    permitsPerSecond,
 		healthy:   true,
 		nextLapse: math.MaxInt64,
 	}

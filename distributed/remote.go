@@ -3,6 +3,7 @@ package distributed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/smoothrate/ratelimit/internal/check"
@@ -164,6 +165,19 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	if r.processes > 0 {
 		l.processes = r.processes
 	}
+	if r.joined && !l.joined {
+		l.joined, l.storedKind, l.storedUnit = true, r.storedKind, r.storedUnit
+		l.mismatch = !sameRate(r.rate, l.asked0) || r.storedKind != l.kind || r.storedUnit != l.cfg.unit
+	}
+}
+
+// sameRate compares a rate read back from the state (as 1e6 / interval,
+// so 7 reads 6.999999999999999) with the one asked for.
+func sameRate(stored, asked float64) bool {
+	if stored == asked {
+		return true
+	}
+	return !math.IsInf(stored, 0) && !math.IsInf(asked, 0) && math.Abs(stored-asked) <= 1e-9*max(stored, asked)
 }
 
 // SetRate changes the fleet's rate, for every process, with Guava's rules
