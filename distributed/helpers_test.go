@@ -2,6 +2,8 @@ package distributed
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +62,32 @@ func withSim(base *clocktest.Fake) Option {
 		c.callTimeout = 5 * time.Second
 		return nil
 	})
+}
+
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct{ calls, usec int64 }
+
+// commandStats reads INFO commandstats of srv, by command name
+// ("evalsha", "hgetall", ...).
+func commandStats(srv *redistest.Server) map[string]cmdStat {
+	stats := map[string]cmdStat{}
+	for _, line := range strings.Split(srv.CLI("INFO", "commandstats"), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "cmdstat_") {
+			continue
+		}
+		var st cmdStat
+		for _, f := range strings.Split(v, ",") {
+			fk, fv, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseInt(fv, 10, 64)
+			switch fk {
+			case "calls":
+				st.calls = x
+			case "usec":
+				st.usec = x
+			}
+		}
+		stats[strings.TrimPrefix(k, "cmdstat_")] = st
+	}
+	return stats
 }

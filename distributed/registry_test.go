@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -170,20 +169,14 @@ func TestLeaseCostIndependentOfFleet(t *testing.T) {
 			sc.lease(now, fmt.Sprint(k%n), 10, 1_000_000, float64(1+k%500), 100_000)
 			now += 1_000 // 0.3 s: crosses a slot, 30 level refreshes
 		}
-		stats := srv.CLI("INFO", "commandstats")
-		var inside, hgetall int64
-		for _, line := range strings.Split(stats, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok || !strings.HasPrefix(k, "cmdstat_") || k == "cmdstat_evalsha" || k == "cmdstat_eval" || strings.HasPrefix(k, "cmdstat_config") {
-				continue
-			}
-			f := strings.Split(v, ",")[0]
-			calls, _ := strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
-			inside += calls
-			if k == "cmdstat_hgetall" {
-				hgetall = calls
+		var inside int64
+		stats := commandStats(srv)
+		for k, st := range stats {
+			if k != "evalsha" && k != "eval" && !strings.HasPrefix(k, "config") {
+				inside += st.calls
 			}
 		}
+		hgetall := stats["hgetall"].calls
 		perLease := float64(inside) / leases
 		t.Logf("%d processes: %.2f commands per lease, %d HGETALL (histogram) in %d leases", n, perLease, hgetall, leases)
 		// At an explicit time the script sets the three keys' TTLs on

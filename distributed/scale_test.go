@@ -106,22 +106,9 @@ func TestFleetAtScale(t *testing.T) {
 			largest = max(largest, st.LargestLease)
 			errs += st.RedisErrors
 		}
-		stats := srv.CLI("INFO", "commandstats")
-		var calls, usec int64
-		for _, line := range strings.Split(stats, "\n") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && (k == "cmdstat_evalsha" || k == "cmdstat_eval") {
-				for _, f := range strings.Split(v, ",") {
-					fk, fv, _ := strings.Cut(f, "=")
-					x, _ := strconv.ParseInt(fv, 10, 64)
-					switch fk {
-					case "calls":
-						calls += x
-					case "usec":
-						usec += x
-					}
-				}
-			}
-		}
+		stats := commandStats(srv)
+		calls := stats["evalsha"].calls + stats["eval"].calls
+		usec := stats["evalsha"].usec + stats["eval"].usec
 		perSec := float64(scripts) / duration.Seconds()
 		us := float64(usec) / float64(max(calls, 1))
 		u := float64(late) / (rate * (duration - from).Seconds())
