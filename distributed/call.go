@@ -18,6 +18,7 @@ type reply struct {
 	joined        bool   // the reply says what the name holds:
 	storedKind    string // "b" or "w"
 	storedUnit    string
+	refused       bool // and the script refused to join it (WithRefuseMismatch)
 	granted       int64
 	wait          time.Duration // from the script's now until the permits are usable
 	ahead         time.Duration // until the caller's next lease could be granted with no wait
@@ -62,9 +63,19 @@ func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 		micros(wait),
 		f64(l.reported),
 		micros(l.cfg.leaseDuration),
-		l.cfg.unit,
+		l.unitArgLocked(),
 		l.joinArgLocked(),
 	)
+}
+
+// unitArgLocked is the unit a lease records if it creates the state: once
+// joined, the one this limiter adopted with the stored rate, so that a
+// state lost and made again holds what the fleet had.
+func (l *Limiter) unitArgLocked() string {
+	if l.joined {
+		return l.storedUnit
+	}
+	return l.cfg.unit
 }
 
 // joinArgLocked is lease.lua's join argument: until a lease has told the
@@ -135,15 +146,20 @@ func (l *Limiter) call(args []any) (reply, error) {
 			// match context.DeadlineExceeded.
 			return reply{}, fmt.Errorf("distributed: redis call: %w after %v (%v)", ErrCallTimeout, l.cfg.callTimeout, res.err)
 		}
-		if strings.Contains(res.err.Error(), "joining refused") {
-			return reply{}, fmt.Errorf("%w: %w: %w", ErrMisconfigured, ErrNameMismatch, res.err)
-		}
 		if IsMisconfiguration(res.err) {
 			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, res.err)
 		}
 		return reply{}, fmt.Errorf("distributed: redis call: %w", res.err)
 	}
-	return parseReply(res.v)
+	r, err := parseReply(res.v)
+	if err == nil && r.refused {
+		// Wrapping ErrMisconfigured: no fallback admits at a safe rate
+		// what the fleet's limit was never meant to hold.
+		err = fmt.Errorf("%w: %w: %s holds %s/s %s, unit %q; this limiter is %s/s %s, unit %q",
+			ErrMisconfigured, ErrNameMismatch, l.keys[0], f64(r.rate), kindName(r.storedKind), r.storedUnit,
+			f64(l.asked0), kindName(l.kind), l.cfg.unit)
+	}
+	return r, err
 }
 
 // misconfigurations are the parts of Redis error replies that no retry can
@@ -199,8 +215,11 @@ func parseReply(v []any) (reply, error) {
 	bad := func(why string) (reply, error) {
 		return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %s", v, why)
 	}
-	if len(v) != 9 && len(v) != 11 {
-		return bad("want 9 or 11 elements")
+	if len(v) != 9 && len(v) != 11 && len(v) != 12 {
+		return bad("want 9, 11 or 12 elements")
+	}
+	if len(v) == 12 && v[11] != "refused" {
+		return bad("element 12 is not \"refused\"")
 	}
 	var ints [9]int64
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 8} {
@@ -224,7 +243,7 @@ func parseReply(v []any) (reply, error) {
 		}
 	}
 	var joined [2]string
-	if len(v) == 11 {
+	if len(v) >= 11 {
 		for k := range joined {
 			s, ok := v[9+k].(string)
 			if !ok {
@@ -234,7 +253,8 @@ func parseReply(v []any) (reply, error) {
 		}
 	}
 	return reply{
-		joined:        len(v) == 11,
+		joined:        len(v) >= 11,
+		refused:       len(v) == 12,
 		storedKind:    joined[0],
 		storedUnit:    joined[1],
 		granted:       ints[0],

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/smoothrate/ratelimit/clocktest"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
@@ -80,6 +83,57 @@ func TestJoinMismatchRefused(t *testing.T) {
 	if st := jobs.Stats(); st.FallbackAdmitted != 0 || st.Leases != 0 {
 		t.Fatalf("the refused limiter admitted: %+v", st)
 	}
+	// Refused, it says what it refused: a program can tell its user.
+	if st := jobs.Stats(); !st.Mismatch || st.StoredRate != 1e6 || st.StoredUnit != "bytes" || st.StoredKind != "bursty" {
+		t.Fatalf("the refused limiter's stats: %+v", st)
+	}
+	if jobs.Rate() != 1 {
+		t.Fatalf("the refused limiter adopted the rate %v", jobs.Rate())
+	}
 	_ = jobs.Close(context.Background())
 	_ = bytes.Close(context.Background())
+}
+
+// TestJoinBeforeWork: Join makes the first lease at once, so that a program
+// is refused before it does any work; once the name is free (its state
+// gone), the same limiter joins it with its own rate and unit.
+func TestJoinBeforeWork(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	ctx := context.Background()
+	bytes := newSim(t, c, "col", "pipe", 1e6, base, WithUnit("bytes"))
+	require.NoError(t, bytes.Join(ctx))
+	st := bytes.Stats()
+	assert.Equal(t, int64(1), st.RedisCalls, "Join made no call")
+	assert.Equal(t, "bytes", st.StoredUnit)
+	assert.False(t, st.Mismatch)
+	require.NoError(t, bytes.Join(ctx))
+	assert.Equal(t, int64(1), bytes.Stats().RedisCalls, "a second Join called Redis")
+
+	jobs := newSim(t, newClient(t, srv), "col", "run", 1, base, WithUnit("jobs"), WithRefuseMismatch())
+	err := jobs.Join(ctx)
+	assert.ErrorIs(t, err, ErrNameMismatch)
+	assert.ErrorIs(t, err, ErrMisconfigured)
+	assert.ErrorContains(t, err, `unit "bytes"`)
+	assert.Equal(t, "bytes", jobs.Stats().StoredUnit)
+	assert.ErrorIs(t, jobs.Join(ctx), ErrNameMismatch, "a second Join joined")
+
+	adopter := newSim(t, newClient(t, srv), "col", "run-join", 1, base, WithUnit("jobs"))
+	require.NoError(t, adopter.Join(ctx))
+	assert.True(t, adopter.Stats().Mismatch)
+	assert.Equal(t, 1e6, adopter.Rate(), "joining without WithRefuseMismatch adopts the stored rate")
+
+	_ = bytes.Close(ctx)
+	_ = adopter.Close(ctx)
+	require.NoError(t, c.Del(ctx, keysOf("col")...).Err())
+	require.NoError(t, jobs.Join(ctx), "the name is free")
+	st = jobs.Stats()
+	assert.False(t, st.Mismatch)
+	assert.Equal(t, 1.0, st.StoredRate)
+	assert.Equal(t, "jobs", st.StoredUnit)
+	unit, err := c.HGet(ctx, keysOf("col")[0], "unit").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "jobs", unit)
+	_ = jobs.Close(ctx)
 }

@@ -46,7 +46,8 @@
 -- setrate: 12 the new rate
 --
 -- Reply: {granted, wait µs, ahead µs, validity µs, processes, ver, rate,
--- maxPermits, born} (+ {kind, unit} when join is not '0'): integers, and
+-- maxPermits, born} (+ {kind, unit} when join is not '0', + 'refused'
+-- when join is '2' and the name holds another limiter): integers, and
 -- the rate and maxPermits as packed doubles, so that no precision is lost. ahead
 -- is how far the caller's next lease is pushed back (by the shared debt or
 -- its own fair-share clock): a lease with maximum wait w can be granted
@@ -252,9 +253,9 @@ if join ~= '0' then
   local sameRate = r == callerRate or
     (r < INF and callerRate < INF and math.abs(r - callerRate) <= 1e-9 * math.max(r, callerRate))
   if join == '2' and (not sameRate or s.kind ~= ARGV[3] or storedUnit ~= unit) then
-    return error({err = 'ERR ratelimit: key ' .. KEYS[1] .. ' holds a limiter at ' .. enc(r) .. '/s, kind ' ..
-      s.kind .. ', unit "' .. storedUnit .. '", not ' .. ARGV[4] .. '/s, ' .. ARGV[3] .. ', "' .. unit ..
-      '": joining refused'})
+    -- Nothing granted, written or registered; the reply says what the
+    -- name holds, and 'refused'.
+    return {0, 0, 0, 0, 0, s.ver, encDouble(r), encDouble(s.max), s.born, s.kind, storedUnit, 'refused'}
   end
 end
 

@@ -98,6 +98,7 @@ type Limiter struct {
 	// set then, and mismatch if the stored rate, kind or unit differs from
 	// this limiter's.
 	joined     bool
+	storedRate float64 // as learnt then; joined, l.rate follows SetRate
 	storedKind string
 	storedUnit string
 	mismatch   bool

@@ -1,6 +1,7 @@
 package distributed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -128,6 +129,13 @@ func (l *Limiter) startRefundLocked(now time.Duration, excess int64) {
 // the fleet's config and size.
 func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	l.st.RedisCalls++
+	if r.joined && !l.joined {
+		// A refused limiter keeps asking (and refusing) until the name
+		// holds a limiter like its own, or none.
+		l.joined = !r.refused
+		l.storedRate, l.storedKind, l.storedUnit = r.rate, r.storedKind, r.storedUnit
+		l.mismatch = !sameRate(r.rate, l.asked0) || r.storedKind != l.kind || r.storedUnit != l.cfg.unit
+	}
 	if err != nil {
 		l.st.RedisErrors++
 		l.lastErr = err
@@ -165,10 +173,46 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	if r.processes > 0 {
 		l.processes = r.processes
 	}
-	if r.joined && !l.joined {
-		l.joined, l.storedKind, l.storedUnit = true, r.storedKind, r.storedUnit
-		l.mismatch = !sameRate(r.rate, l.asked0) || r.storedKind != l.kind || r.storedUnit != l.cfg.unit
+}
+
+// Join makes the limiter's first lease now rather than at its first
+// Acquire, so that a program learns before it does any work what its name
+// holds (Stats: StoredRate, StoredKind, StoredUnit, Mismatch) and, made
+// WithRefuseMismatch, whether it was refused (an error wrapping
+// ErrNameMismatch). The permits the lease brings stay in the local pool for
+// the next Acquires. Any other error is the call's (the limiter is then in
+// its fallback, as after any failed call); ctx bounds only the wait for a
+// call already in flight, the call itself is bounded by the call timeout.
+// Join after the limiter has joined does nothing.
+func (l *Limiter) Join(ctx context.Context) error {
+	if !l.made() {
+		return errZero
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.inflight != nil && !l.joined {
+		ch := l.inflight
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			l.mu.Lock()
+			return ctx.Err()
+		}
+		l.mu.Lock()
+	}
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.joined:
+		return nil
+	}
+	failed := l.st.RedisErrors
+	l.leaseLocked(1, 0)
+	if l.st.RedisErrors != failed {
+		return l.lastErr
+	}
+	return nil
 }
 
 // sameRate compares a rate read back from the state (as 1e6 / interval,

@@ -34,8 +34,8 @@ type Stats struct {
 	// rate (as last reported: SetRate changes it), its kind ("bursty" or
 	// "warming-up") and unit (WithUnit), and whether any of them differed
 	// from what this limiter was made with when it joined (it then adopted
-	// the stored ones; WithRefuseMismatch refuses instead). Empty until
-	// the first lease reply.
+	// the stored ones; WithRefuseMismatch refuses instead, and these say
+	// what it refused). Empty until the first lease reply (see Join).
 	StoredRate float64
 	StoredKind string
 	StoredUnit string
@@ -56,11 +56,12 @@ func (l *Limiter) Stats() Stats {
 	s.Processes = l.processes
 	s.Demand = l.demand
 	s.LastError = l.lastErr
-	if l.joined {
-		s.StoredRate, s.StoredUnit, s.Mismatch = l.rate, l.storedUnit, l.mismatch
-		s.StoredKind = "bursty"
-		if l.storedKind == "w" {
-			s.StoredKind = "warming-up"
+	if l.joined || l.mismatch {
+		// Joined, the fleet's rate is l.rate (SetRate moves it); refused,
+		// l.rate stays this limiter's own.
+		s.StoredRate, s.StoredKind, s.StoredUnit, s.Mismatch = l.storedRate, kindName(l.storedKind), l.storedUnit, l.mismatch
+		if l.joined {
+			s.StoredRate = l.rate
 		}
 	}
 	s.InFallback = !l.healthy
@@ -71,4 +72,12 @@ func (l *Limiter) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// kindName is Stats' name of engine.lua's kind.
+func kindName(kind string) string {
+	if kind == "w" {
+		return "warming-up"
+	}
+	return "bursty"
 }
