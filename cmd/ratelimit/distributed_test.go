@@ -209,6 +209,7 @@ func TestRedisFlagErrors(t *testing.T) {
 		{[]string{"pipe", "--name", "x", "1MB/s"}, "--name only applies to a limit shared through Redis"},
 		{[]string{"run", "--fail-closed", "--rate", "1/s", "true"}, "--fail-closed only applies"},
 		{[]string{"pipe", "--safe-rate", "1k", "1MB/s"}, "--safe-rate only applies"},
+		{[]string{"run", "--join", "--rate", "1/s", "true"}, "--join only applies"},
 		{[]string{"pipe", "--redis", "http://127.0.0.1:6379", "--name", "x", "1MB/s"}, "invalid URL scheme"},
 		{[]string{"pipe", "--redis", "127.0.0.1:6379", "--name", "x", "1MB/s"}, "not a URL"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:port/0", "--name", "x", "--rate", "1/s", "true"}, "invalid port"},

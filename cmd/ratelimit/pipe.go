@@ -84,7 +84,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&quiet, "q", false, "short for --quiet")
 	fs.BoolVar(&progress, "progress", false, "draw the progress line even when standard error is not a terminal")
 	var rf redisFlags
-	rf.register(fs)
+	rf.register(fs, "bytes")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), pipeUsage+redisHelp("bytes")+pipeUsageEnd)
 		fs.PrintDefaults()

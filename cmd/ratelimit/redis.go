@@ -28,7 +28,11 @@ func redisHelp(unit string) string {
 same --redis URL and --name. They then draw from one rate of ` + unit + `
 kept in Redis (package distributed): together they go at RATE, not at RATE
 each. While a name is in use, its rate and kind (--warmup or --burst) are
-those of the process that created it; later ones join it. Redis URLs:
+those of the process that created it, and it records what it counts (bytes
+for pipe, jobs for run). A process that asks for another rate, kind or
+unit is refused with exit status 2, as two programs that picked the same
+name by accident must not share one limit; with --join it joins anyway and
+adopts the stored rate. Redis URLs:
   redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
   redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
 When Redis cannot be reached, a process fails open by default: it spends
@@ -45,13 +49,19 @@ the name) is not an outage: the command exits with status 2 and says why.
 
 // redisFlags are the flags that move a command's limit into Redis.
 type redisFlags struct {
+	unit       string // what the command's rate counts, recorded with the shared state
 	url        string
 	name       string
 	failClosed bool
 	safeRate   string
+	join       bool
 }
 
-func (f *redisFlags) register(fs *flag.FlagSet) {
+// register adds the flags to fs; unit names what the command's rate counts
+// ("bytes", "jobs").
+func (f *redisFlags) register(fs *flag.FlagSet, unit string) {
+	f.unit = unit
+	fs.BoolVar(&f.join, "join", false, "with --redis: join --name even if it holds another rate, kind or unit, adopting them (else exit status 2)")
 	fs.StringVar(&f.url, "redis", "", "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
 	fs.StringVar(&f.name, "name", "", "with --redis: the shared limit's `name`; processes with the same name share one rate")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "with --redis: stop (exit status 1) when Redis cannot be reached, instead of carrying on at a fallback rate")
@@ -63,6 +73,8 @@ type sharedConfig struct {
 	newClient func() redis.UniversalClient
 	where     string // the server(s), without password, for messages
 	name      string
+	unit      string // recorded with the state: "bytes" (pipe) or "jobs" (run)
+	join      bool   // adopt a name that holds another rate, kind or unit
 	failClose bool
 	safeRate  float64 // 0: the library's default
 }
@@ -74,7 +86,7 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 		for _, used := range []struct {
 			set  bool
 			flag string
-		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}} {
+		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}} {
 			if used.set {
 				return nil, fmt.Errorf("%s only applies to a limit shared through Redis: add --redis URL", used.flag)
 			}
@@ -84,7 +96,7 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 	if f.name == "" {
 		return nil, errors.New("--redis needs --name: the processes that share a limit find it by name, e.g. --name uploads")
 	}
-	c := &sharedConfig{name: f.name, failClose: f.failClosed}
+	c := &sharedConfig{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed}
 	var err error
 	if c.newClient, c.where, err = parseRedisURL(f.url); err != nil {
 		return nil, fmt.Errorf("--redis %q: %w", f.url, err)
@@ -203,7 +215,10 @@ const redisCallTimeout = 200 * time.Millisecond
 // open makes the limiter. rate is the fleet's rate; opts carry the kind
 // (warm-up or burst). It connects to nothing: see start.
 func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLimit, error) {
-	opts = append(opts, distributed.WithCallTimeout(redisCallTimeout))
+	opts = append(opts, distributed.WithCallTimeout(redisCallTimeout), distributed.WithUnit(c.unit))
+	if !c.join {
+		opts = append(opts, distributed.WithRefuseMismatch())
+	}
 	if c.failClose {
 		opts = append(opts, distributed.WithFailClosed())
 	} else {
@@ -236,7 +251,7 @@ func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []di
 	if err := sl.start(w, prefix, format); err != nil {
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
 		sl.close(w, prefix)
-		if errors.Is(err, errMisconfigured) {
+		if errors.Is(err, errMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) {
 			return nil, nil, exitUsage
 		}
 		return nil, nil, exitFail
@@ -266,7 +281,9 @@ func misconfiguredStatus(err error, status int) int {
 const redisStartTimeout = time.Second
 
 // start checks that Redis answers, so that a wrong address or a server
-// that is down is reported before any work, not as a failed write later.
+// that is down is reported before any work, not as a failed write later,
+// and joins the name (distributed's Join), so that a name holding another
+// limit, or another program's key, is too.
 // Failing closed, an unreachable Redis is an error (the command exits with
 // status 1). Failing open with a safe rate, it is a warning on w and the
 // command goes on: the limiter runs alone at the safe rate and joins the
@@ -279,6 +296,15 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 	defer cancel()
 	err := s.client.Ping(ctx).Err()
 	if err == nil {
+		// Any other failure is the limiter's to handle, as for any
+		// later call: fail open or closed.
+		err := s.Join(ctx)
+		if errors.Is(err, distributed.ErrNameMismatch) {
+			return nameTaken{s.cfg.name, s.Rate(), s.cfg.unit, s.Stats(), err}
+		}
+		if errors.Is(err, distributed.ErrMisconfigured) {
+			return err
+		}
 		return nil
 	}
 	if distributed.IsMisconfiguration(err) {
@@ -298,6 +324,36 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 	s.down = true
 	return nil
 }
+
+// nameTaken is start's error for a name that holds another limit.
+type nameTaken struct {
+	name string
+	rate float64           // this command's
+	unit string            // this command's
+	st   distributed.Stats // what the name holds
+	err  error
+}
+
+func (e nameTaken) Error() string {
+	held := fmt.Sprintf("%g/s %s", e.st.StoredRate, e.st.StoredUnit)
+	switch {
+	case e.st.StoredKind == "warming-up":
+		held += ", warming up"
+	case e.st.StoredUnit == e.unit && math.Abs(e.st.StoredRate-e.rate) <= 1e-9*e.rate:
+		held += ", with no warm-up" // the kind is what differs
+	}
+	switch e.st.StoredUnit {
+	case "bytes":
+		held += " (a pipe)"
+	case "jobs":
+		held += " (a run)"
+	case "":
+		held += "(no unit recorded)"
+	}
+	return fmt.Sprintf("name %q holds %s; --join adopts it", e.name, held)
+}
+
+func (e nameTaken) Unwrap() error { return e.err }
 
 // watchInterval is how often watch looks at the limiter's state.
 const watchInterval = 200 * time.Millisecond

@@ -97,7 +97,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
 	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
 	var rf redisFlags
-	rf.register(fs)
+	rf.register(fs, "jobs")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runUsage+redisHelp("job starts")+runUsageEnd)
 		fs.PrintDefaults()
