@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -58,6 +59,11 @@ type MemoryStats struct {
 // and by every call (ErrInvalidOption), never by a panic.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	cfg := buildStoreConfig(opts)
+	if cfg.refusalCache > 0 {
+		// A refusal cache saves round trips; a MemoryStore has none, and
+		// taking the option silently would let a caller believe it works.
+		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore only", ErrInvalidOption))
+	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
 	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
 	s.shards = make([]*shard, n)
