@@ -15,6 +15,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
 )
@@ -55,7 +57,7 @@ func ecEvents(t *testing.T, f *clocktest.Fake, want string) {
 	}
 }
 
-// TestConstructorValidation covers every argument check of NewBursty,
+// TestEdgeConstructorValidation covers every argument check of NewBursty,
 // NewWarmingUp and the options: each failure returns a nil limiter and an
 // error that wraps the right sentinel and names the offending value.
 func TestEdgeConstructorValidation(t *testing.T) {
@@ -145,15 +147,9 @@ func TestEdgeConstructorValidation(t *testing.T) {
 	}
 	for i, c := range cases {
 		l, err := c.make()
-		if !errors.Is(err, c.want) {
-			t.Errorf("%d %s: error %v, want one wrapping %v", i, c.name, err, c.want)
-			continue
-		}
-		if l != nil {
-			t.Errorf("%d %s: a limiter came back with the error", i, c.name)
-		}
-		if !strings.Contains(err.Error(), c.detail) {
-			t.Errorf("%d %s: %q does not name %q", i, c.name, err, c.detail)
+		if assert.ErrorIs(t, err, c.want, "%d %s", i, c.name) {
+			assert.Nil(t, l, "%d %s: a limiter came back with the error", i, c.name)
+			assert.ErrorContains(t, err, c.detail, "%d %s", i, c.name)
 		}
 	}
 
@@ -175,16 +171,16 @@ func TestEdgeConstructorValidation(t *testing.T) {
 		},
 	}
 	for i, f := range ok {
-		if l, err := f(); err != nil || l == nil {
-			t.Errorf("accepted case %d: %v", i, err)
-		}
+		l, err := f()
+		assert.NoError(t, err, "accepted case %d", i)
+		assert.NotNil(t, l, "accepted case %d", i)
 	}
 }
 
 // ecSame compares snapshots bit for bit (NaN stored permits occur).
 func ecSame(a, b ratelimit.Snapshot) bool { return gvSameSnapshot(a, b) }
 
-// TestRejectedCallsChangeNothing: every rejected Acquire, TryAcquire,
+// TestEdgeRejectedCallsChangeNothing: every rejected Acquire, TryAcquire,
 // SetRate and Reserve leaves the limiter exactly as it was (Snapshot) and
 // does not touch the clock. The limiters are in an interesting state first:
 // in debt, with stored permits (warming-up) or not (bursty).
@@ -268,7 +264,7 @@ func ecBadReservation(r ratelimit.Reservation) error {
 	return nil
 }
 
-// TestAcquireContextRejections uses the default clock inside a synctest
+// TestEdgeAcquireContextRejections uses the default clock inside a synctest
 // bubble, where context deadlines and the limiter share the same fake time:
 // an Acquire whose wait cannot meet its deadline fails at once and books
 // nothing (D8), and one cancelled during its sleep gives its reservation

@@ -2,10 +2,11 @@ package distributed
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,15 +15,18 @@ import (
 
 // reply is lease.lua's answer, with its µs durations converted.
 type reply struct {
-	granted    int64
-	wait       time.Duration // from the script's now until the permits are usable
-	ahead      time.Duration // until the caller's next lease could be granted with no wait
-	validity   time.Duration // from the script's now until the lease ends
-	processes  int
-	ver        int64
-	rate       float64
-	maxPermits float64
-	born       int64 // the state's creation time: which incarnation answered
+	joined        bool   // the reply says what the name holds:
+	storedKind    string // "b" or "w"
+	storedUnit    string
+	granted       int64
+	wait          time.Duration // from the script's now until the permits are usable
+	ahead         time.Duration // until the caller's next lease could be granted with no wait
+	validity      time.Duration // from the script's now until the lease ends
+	processes     int
+	configVersion int64
+	rate          float64
+	maxPermits    float64
+	incarnation   int64 // the state's creation time: which incarnation answered
 }
 
 // redisNow is the time argument of the script: 0 (the script reads TIME)
@@ -44,7 +48,7 @@ func (l *Limiter) baseArgsLocked(op string) []any {
 		f64(l.cfg.maxBurstSeconds),
 		micros(l.cfg.warmup),
 		f64(l.cfg.coldFactor),
-		l.ver,
+		l.configVersion,
 		l.cfg.processID,
 		micros(l.cfg.leaseValidity),
 		micros(l.cfg.registryTTL),
@@ -58,15 +62,30 @@ func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 		micros(wait),
 		f64(l.reported),
 		micros(l.cfg.leaseDuration),
+		l.cfg.unit,
+		l.joinArgLocked(),
 	)
 }
 
-func (l *Limiter) refundArgsLocked(n, ver int64, leave bool) []any {
+// joinArgLocked is lease.lua's join argument: until a lease has told the
+// limiter what its name holds, ask ('1'), or ask and refuse a mismatch
+// ('2'); then nothing ('0').
+func (l *Limiter) joinArgLocked() string {
+	switch {
+	case l.joined:
+		return "0"
+	case l.cfg.refuseMismatch:
+		return "2"
+	}
+	return "1"
+}
+
+func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {
 	lv := "0"
 	if leave {
 		lv = "1"
 	}
-	return append(l.baseArgsLocked("refund"), n, ver, lv, l.born)
+	return append(l.baseArgsLocked("refund"), n, configVersion, lv, l.incarnation)
 }
 
 // call runs lease.lua once, bounded by the call timeout. The Redis command
@@ -80,7 +99,7 @@ func (l *Limiter) call(args []any) (reply, error) {
 	// below. If we give up first, the deadline has already cancelled ctx.
 	defer cancel()
 	type result struct {
-		v   []string
+		v   []any
 		err error
 	}
 	ch := make(chan result, 1)
@@ -96,7 +115,7 @@ func (l *Limiter) call(args []any) (reply, error) {
 				ch <- result{err: fmt.Errorf("%w: the redis client panicked: %v", ErrMisconfigured, p)}
 			}
 		}()
-		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).StringSlice()
+		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).Slice()
 		ch <- result{v, err}
 	}()
 	var res result
@@ -115,6 +134,9 @@ func (l *Limiter) call(args []any) (reply, error) {
 			// client's error is kept as text only: wrapped, it would
 			// match context.DeadlineExceeded.
 			return reply{}, fmt.Errorf("distributed: redis call: %w after %v (%v)", ErrCallTimeout, l.cfg.callTimeout, res.err)
+		}
+		if strings.Contains(res.err.Error(), "joining refused") {
+			return reply{}, fmt.Errorf("%w: %w: %w", ErrMisconfigured, ErrNameMismatch, res.err)
 		}
 		if IsMisconfiguration(res.err) {
 			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, res.err)
@@ -170,38 +192,59 @@ func IsMisconfiguration(err error) bool {
 	return false
 }
 
-func parseReply(v []string) (reply, error) {
-	if len(v) != 9 {
-		return reply{}, fmt.Errorf("distributed: unexpected script reply %q", v)
+// parseReply reads lease.lua's reply: integers (µs, counts, the version,
+// the state's birth) and two packed little-endian doubles (the rate and
+// the capacity), so that no value goes through a decimal string.
+func parseReply(v []any) (reply, error) {
+	bad := func(why string) (reply, error) {
+		return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %s", v, why)
 	}
-	var (
-		r    reply
-		errs [9]error
-		us   [4]int64
-		n    int64
-	)
-	for i := 0; i < 4; i++ {
-		us[i], errs[i] = strconv.ParseInt(v[i], 10, 64)
+	if len(v) != 9 && len(v) != 11 {
+		return bad("want 9 or 11 elements")
 	}
-	n, errs[4] = strconv.ParseInt(v[4], 10, 64)
-	r.ver, errs[5] = strconv.ParseInt(v[5], 10, 64)
-	r.rate, errs[6] = strconv.ParseFloat(v[6], 64)
-	r.maxPermits, errs[7] = strconv.ParseFloat(v[7], 64)
-	r.born, errs[8] = strconv.ParseInt(v[8], 10, 64)
-	for _, err := range errs {
-		if err != nil {
-			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %w", v, err)
+	var ints [9]int64
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 8} {
+		x, ok := v[i].(int64)
+		if !ok {
+			return bad(fmt.Sprintf("element %d is not an integer", i+1))
+		}
+		ints[i] = x
+	}
+	var doubles [2]float64
+	for k, i := range []int{6, 7} {
+		b, ok := v[i].(string)
+		if !ok || len(b) != 8 {
+			return bad(fmt.Sprintf("element %d is not a packed double", i+1))
+		}
+		doubles[k] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b)))
+	}
+	for _, i := range []int{0, 1, 2, 3, 4} {
+		if ints[i] < 0 {
+			return bad("negative value")
 		}
 	}
-	for _, x := range append(us[:], n) {
-		if x < 0 {
-			return reply{}, fmt.Errorf("distributed: unexpected script reply %q: negative value", v)
+	var joined [2]string
+	if len(v) == 11 {
+		for k := range joined {
+			s, ok := v[9+k].(string)
+			if !ok {
+				return bad(fmt.Sprintf("element %d is not a string", 10+k))
+			}
+			joined[k] = s
 		}
 	}
-	r.granted = us[0]
-	r.wait = sat.Scale(us[1], time.Microsecond)
-	r.ahead = sat.Scale(us[2], time.Microsecond)
-	r.validity = sat.Scale(us[3], time.Microsecond)
-	r.processes = int(min(n, 1<<31))
-	return r, nil
+	return reply{
+		joined:        len(v) == 11,
+		storedKind:    joined[0],
+		storedUnit:    joined[1],
+		granted:       ints[0],
+		wait:          sat.Scale(ints[1], time.Microsecond),
+		ahead:         sat.Scale(ints[2], time.Microsecond),
+		validity:      sat.Scale(ints[3], time.Microsecond),
+		processes:     int(min(ints[4], 1<<31)),
+		configVersion: ints[5],
+		rate:          doubles[0],
+		maxPermits:    doubles[1],
+		incarnation:   ints[8],
+	}, nil
 }

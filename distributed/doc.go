@@ -77,9 +77,18 @@
 // lease reply yet (no process count) and has no safe rate refuses like
 // FailClosed until Redis answers.
 // Meanwhile it probes Redis with jittered, growing pauses and resumes
-// leasing on the first success. A key of the wrong type is reported as a
-// script error, never silently reset; SCRIPT FLUSH and FLUSHALL are
-// recovered from (the state is recreated, the newest config version wins).
+// leasing on the first success. SCRIPT FLUSH and FLUSHALL are recovered
+// from (the state is recreated, the newest config version wins).
+//
+// A Redis that answers with an error no retry can fix is set up wrong, not
+// away: no such database, NOAUTH or WRONGPASS, cluster support disabled,
+// an unknown command, a key of the wrong type under the name (never
+// silently reset). Such errors wrap ErrMisconfigured, not ErrUnavailable,
+// and no policy fails open on them: a fleet whose processes each ran alone
+// at their safe rate would share nothing and look healthy.
+// IsMisconfiguration tells them apart for a caller's own checks (a PING at
+// start-up, say). Stats.FallbackRate says at what rate the process runs
+// alone, 0 while it refuses.
 //
 // # Redis
 //
@@ -87,7 +96,8 @@
 // live in one cluster slot, so any redis.UniversalClient works: a single
 // server, a failover client, or a Cluster. Leases are writes and always go
 // to the primary. Give the client ContextTimeoutEnabled: true so that the
-// call timeout also bounds the socket I/O. With a redis.ClusterClient, also
+// call timeout also bounds the socket I/O (WithLogger makes New warn, once,
+// when it is missing). With a redis.ClusterClient, also
 // set ClusterStateReloadInterval to a few hundred milliseconds: go-redis
 // re-reads the slot map only on MOVED/ASK/READONLY replies or after that
 // interval (60 s by default), and a dead primary answers none of them, so

@@ -172,6 +172,15 @@ local function rateOf(s)
   return TPS / s.interval
 end
 
+-- The state is stored in one hash field, 'e': the engine's numbers (and
+-- the caller's extra ones) packed as little-endian doubles, so that they
+-- are read and written bit for bit without formatting or parsing a
+-- decimal string (HMGET of 19 fields and their tonumber took about 6 µs
+-- of a lease, %.17g about 0.5 µs per field). kind is packed as 0
+-- (bursty) or 1 (warming up). The configuration is also written as
+-- readable fields (kind, burst, warmup, cold, and unit: what a permit
+-- stands for) when the state is made, for people and tools; only a
+-- limiter's first leases read the unit back.
 local STATE_FIELDS = {'kind', 'stored', 'max', 'interval', 'next', 'burst',
   'warmup', 'cold', 'threshold', 'slope', 'ver', 'lc', 'born'}
 
@@ -183,69 +192,55 @@ local function wrongType(key, what)
   return error({err = 'ERR ratelimit: key ' .. key .. ' holds a ' .. t .. ', not the limiter ' .. what .. ' hash'})
 end
 
--- loadState reads the hash at key; nil when it does not exist. A key of
--- another type is an error, never a silent reset. s.raw keeps the strings
--- as stored, so that a reply can send an unchanged field without
--- formatting it again. extra (optional) names more numeric fields to read
--- in the same command; unlike the engine's, they may be missing (nil).
+local function layout(extra)
+  local n = #STATE_FIELDS
+  if extra then n = n + #extra end
+  return '<' .. string.rep('d', n), n
+end
+
+-- loadState reads the state at key; nil when it does not exist. A key of
+-- another type, or a state of the wrong size, is an error, never a silent
+-- reset. extra names more numbers stored after the engine's (a caller
+-- must always pass the same list). s.packed keeps the stored bytes, so
+-- that saveState writes nothing when nothing changed.
 local function loadState(key, extra)
-  local fields = STATE_FIELDS
+  local v = redis.pcall('HGET', key, 'e')
+  if type(v) == 'table' and v.err then return wrongType(key, 'state') end
+  if not v then return nil end
+  local fmt, n = layout(extra)
+  if #v ~= 8 * n then
+    return error({err = 'ERR ratelimit: key ' .. key .. ' has a corrupt state (' .. #v .. ' bytes, want ' .. 8 * n .. ')'})
+  end
+  local x = {struct.unpack(fmt, v)}
+  local s = {packed = v}
+  for i = 1, #STATE_FIELDS do s[STATE_FIELDS[i]] = x[i] end
   if extra then
-    fields = {unpack(STATE_FIELDS)}
-    for i = 1, #extra do fields[#fields + 1] = extra[i] end
+    for i = 1, #extra do s[extra[i]] = x[#STATE_FIELDS + i] end
   end
-  local v = redis.pcall('HMGET', key, unpack(fields))
-  if v.err then return wrongType(key, 'state') end
-  if not v[1] then return nil end
-  local s = {kind = v[1]}
-  local orig = {kind = v[1]}
-  local raw = {}
-  for i = 2, #fields do
-    local x = v[i] and dec(v[i])
-    if x == nil and i <= #STATE_FIELDS then
-      return error({err = 'ERR ratelimit: key ' .. key .. ' has a corrupt field ' .. fields[i]})
-    end
-    s[fields[i]] = x
-    orig[fields[i]] = x
-    raw[fields[i]] = v[i]
-  end
-  s.orig, s.raw = orig, raw
+  if s.kind == 1 then s.kind = 'w' else s.kind = 'b' end
   return s
 end
 
--- unchanged reports whether x reads back as the stored y: equal, and of
--- the same sign when zero (0 == -0 in Lua, but enc writes them apart).
--- NaN never equals itself, so it is always written.
-local function unchanged(x, y)
-  if x ~= y then return false end
-  if x == 0 then return 1 / x == 1 / y end
-  return true
-end
-
--- encField is enc(s[f]), reusing the stored string when the field has not
--- changed since loadState.
-local function encField(s, f)
-  local o = s.orig
-  if o ~= nil and unchanged(s[f], o[f]) then return s.raw[f] end
-  return enc(s[f])
-end
-
--- saveState writes the fields that changed since loadState (all of them
--- for a new state), and those of extra that are set. Formatting a double
--- with %.17g costs about a microsecond in Redis's Lua, and a lease changes
--- only a few fields.
+-- saveState writes the state if it changed since loadState (a new one
+-- always, with its readable configuration).
 local function saveState(key, s, extra)
-  local args = {}
-  local o = s.orig
-  local function put(f)
-    if s[f] ~= nil and (o == nil or not unchanged(s[f], o[f])) then
-      args[#args + 1] = f
-      if f == 'kind' then args[#args + 1] = s.kind else args[#args + 1] = enc(s[f]) end
-    end
-  end
-  for i = 1, #STATE_FIELDS do put(STATE_FIELDS[i]) end
+  local x = {}
+  for i = 1, #STATE_FIELDS do x[i] = s[STATE_FIELDS[i]] end
+  if s.kind == 'w' then x[1] = 1 else x[1] = 0 end
   if extra then
-    for i = 1, #extra do put(extra[i]) end
+    for i = 1, #extra do x[#STATE_FIELDS + i] = s[extra[i]] end
   end
-  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  local v = struct.pack((layout(extra)), unpack(x))
+  if v == s.packed then return end
+  if s.packed == nil then
+    redis.call('HSET', key, 'e', v, 'kind', s.kind, 'burst', enc(s.burst), 'warmup', enc(s.warmup), 'cold', enc(s.cold),
+      'unit', s.unit or '')
+  else
+    redis.call('HSET', key, 'e', v)
+  end
+end
+
+-- encDouble packs x for a reply: 8 bytes, read back bit for bit.
+local function encDouble(x)
+  return struct.pack('<d', x)
 end

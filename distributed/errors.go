@@ -40,6 +40,10 @@ var (
 	// rate, sharing nothing, would look healthy), and it does not match
 	// ErrUnavailable. It wraps the client's error.
 	ErrMisconfigured = errors.New("distributed: redis is not set up for this limiter")
+	// ErrNameMismatch: a limiter made WithRefuseMismatch found its name
+	// holding a limiter of another rate, kind or unit, and did not join
+	// it. Errors that wrap it also wrap ErrMisconfigured.
+	ErrNameMismatch = errors.New("distributed: the name holds a limiter of another rate, kind or unit")
 	// ErrClosed: the limiter has been closed.
 	ErrClosed = errors.New("distributed: limiter closed")
 )

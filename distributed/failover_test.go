@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/smoothrate/ratelimit/clocktest"
 	"github.com/smoothrate/ratelimit/internal/redistest"
@@ -124,19 +126,17 @@ func TestClusterFailover(t *testing.T) {
 	// the limiters leave fallback on their next retry. Drive fake time
 	// in short rounds until both lease again, within a real-time bound.
 	leasesAt := sa.Leases + sb.Leases
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var slowest time.Duration
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, longest = timedDrive(base, 200*time.Millisecond, rate, a, b)
-		if longest > callBound {
-			t.Fatalf("a call took %v after the failover, call timeout %v", longest, callTime)
-		}
+		slowest = max(slowest, longest)
 		sa, sb = a.Stats(), b.Stats()
-		if !sa.InFallback && !sb.InFallback && sa.Leases+sb.Leases > leasesAt {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still not leasing 10 s after the promotion: a %+v, b %+v", sa, sb)
-		}
+		assert.False(c, sa.InFallback, "a in fallback: %+v", sa)
+		assert.False(c, sb.InFallback, "b in fallback: %+v", sb)
+		assert.Greater(c, sa.Leases+sb.Leases, leasesAt, "no lease since the outage")
+	}, 10*time.Second, time.Millisecond, "still not leasing 10 s after the promotion")
+	if slowest > callBound {
+		t.Fatalf("a call took %v after the failover, call timeout %v", slowest, callTime)
 	}
 
 	t.Logf("leasing again %v after the kill", time.Since(killed).Round(time.Millisecond))

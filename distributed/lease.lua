@@ -3,7 +3,7 @@
 -- KEYS[1]  the state hash     ratelimit:{name}:state    (one smooth engine,
 --                             plus the cached fair share: see below)
 -- KEYS[2]  the registry       ratelimit:{name}:procs    (process id ->
---                             "slot bucket pnext")
+--                             slot, bucket, pnext: three packed doubles)
 -- KEYS[3]  the demand counts  ratelimit:{name}:demand   ("parity:bucket" ->
 --                             processes)
 -- All share the hash tag {name}, so they live in one cluster slot.
@@ -36,13 +36,18 @@
 -- 11 regttl    µs after which a silent process leaves the registry
 -- lease:   12 need (permits that must be in the lease)  13 want (the lease
 --          size asked for)  14 maxwait µs  15 demand permits/s  16 tau µs
+--          17 unit (what a permit stands for: recorded when the state is
+--          made)  18 join: '0' nothing, '1' reply with the stored kind and
+--          unit (a limiter's first leases), '2' the same, and refuse to
+--          join a state whose rate, kind or unit differs from the caller's
 -- refund:  12 permits  13 the version they were leased under  14 leave (1
 --          removes the caller from the registry)  15 the state's birth
 --          time they were leased from
 -- setrate: 12 the new rate
 --
 -- Reply: {granted, wait µs, ahead µs, validity µs, processes, ver, rate,
--- maxPermits, born}, every element a string so that no precision is lost. ahead
+-- maxPermits, born} (+ {kind, unit} when join is not '0'): integers, and
+-- the rate and maxPermits as packed doubles, so that no precision is lost. ahead
 -- is how far the caller's next lease is pushed back (by the shared debt or
 -- its own fair-share clock): a lease with maximum wait w can be granted
 -- after ahead - w, its retry-after. born identifies this incarnation of
@@ -65,14 +70,23 @@ local BUCKETS = 16
 -- to delete those that no longer count. They cost only memory, so a slow
 -- sweep is enough: at least 2 × SWEEP a second.
 local SWEEP = 64
--- The fleet's fields of the state hash: the registry slot the demand
--- counts belong to, the cached water level (+Inf when the fleet wants less
--- than the rate), the spare rate per process in that case, the process
--- count, when they were computed, and the sweep's HSCAN cursor.
-local FLEET = {'slot', 'lvl', 'spr', 'np', 'lvt', 'sc'}
+-- The fleet's numbers, packed after the engine's in the state: the
+-- registry slot the demand counts belong to (-1: none yet), the cached
+-- water level (+Inf when the fleet wants less than the rate), the spare
+-- rate per process in that case, the process count, when they were
+-- computed, the sweep's HSCAN cursor, and until when the state's TTL
+-- lasts (µs; the TTL is set again only when a lease needs it longer).
+local FLEET = {'slot', 'lvl', 'spr', 'np', 'lvt', 'sc', 'exp'}
+-- ZERO is the bucket of a process that has not measured its demand yet:
+-- 2^(ZERO/BUCKETS) is 0.
+local ZERO = -1e9
 
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
+-- With Redis's own time, the TTLs run on the clock the script reads, so
+-- the script knows how long they last; with an explicit (test) time it
+-- does not, and sets them on every call.
+local explicitTime = now > 0
 if now <= 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1e6 + tonumber(t[2])
@@ -93,13 +107,11 @@ if op ~= 'lease' then
   end
 end
 
--- parseEntry reads a registry entry "slot bucket pnext"; nil if absent or
--- garbled. pnext is the process's own fair-share clock (see below).
+-- parseEntry reads a registry entry (slot, bucket, pnext); nil if absent
+-- or garbled. pnext is the process's own fair-share clock (see below).
 local function parseEntry(v)
-  if not v then return nil end
-  local sl, b, pn = string.match(v, '^(%S+) (%S+) (%S+)$')
-  sl, pn = tonumber(sl or ''), tonumber(pn or '')
-  if sl == nil or pn == nil then return nil end
+  if not v or #v ~= 24 then return nil end
+  local sl, b, pn = struct.unpack('<ddd', v)
   return sl, b, pn
 end
 
@@ -107,7 +119,7 @@ end
 -- empty bucket is deleted, so that the histogram holds only the buckets
 -- some process is in.
 local function count(sl, b, by)
-  local f = (sl % 2) .. ':' .. b
+  local f = (sl % 2) .. ':' .. string.format('%d', b)
   if redis.call('HINCRBY', KEYS[3], f, by) <= 0 then redis.call('HDEL', KEYS[3], f) end
 end
 
@@ -115,7 +127,7 @@ end
 -- slot it is counted in (the state's slot or the one before).
 local function leave(s)
   local sl, b = parseEntry(redis.call('HGET', KEYS[2], pid))
-  if sl ~= nil and s ~= nil and s.slot ~= nil and (sl == s.slot or sl == s.slot - 1) then
+  if sl ~= nil and s ~= nil and s.slot >= 0 and (sl == s.slot or sl == s.slot - 1) then
     count(sl, b, -1)
     s.lvt = 0 -- the next lease recomputes the level without the caller
   end
@@ -128,11 +140,13 @@ if s == nil then
   if op == 'refund' then
     -- Nothing to give back to: the state the permits came from is gone.
     if ARGV[14] == '1' then redis.call('HDEL', KEYS[2], pid) end
-    return {'0', '0', '0', '0', '0', '0', enc(callerRate), '0', '0'}
+    return {0, 0, 0, 0, 0, 0, encDouble(callerRate), encDouble(0), 0}
   end
   s = newState(ARGV[3], dec(ARGV[5]), tonumber(ARGV[6]), dec(ARGV[7]))
   s.ver, s.lc, s.born = math.max(1, callerVer), 0, now
   setRate(s, callerRate, now)
+  s.slot, s.lvl, s.spr, s.np, s.lvt, s.sc, s.exp = -1, INF, 0, 1, -INF, 0, 0
+  s.unit = ARGV[17]
   fresh = true
 elseif callerVer > s.ver and op ~= 'refund' then
   -- The state was lost and recreated by a process that knew an older
@@ -156,9 +170,18 @@ local function ttlMs(extra)
   return ms
 end
 
+-- persist writes the state and makes sure its TTL lasts as long as this
+-- call needs. The TTL is set with a second to spare, so that most leases
+-- find it long enough and set nothing.
 local function persist()
+  local ms = ttlMs(2 * validity + regTTL)
+  local setTTL = explicitTime or now + ms * 1000 > s.exp or s.exp - now > (ms + 2000) * 1000
+  if setTTL then
+    ms = math.min(ms + 1000, MAX_TTL_MS)
+    s.exp = now + ms * 1000
+  end
   saveState(KEYS[1], s, FLEET)
-  redis.call('PEXPIRE', KEYS[1], ttlMs(2 * validity + regTTL))
+  if setTTL then redis.call('PEXPIRE', KEYS[1], ms) end
 end
 
 -- The registry's keys live 2 × regttl after their last refresh: by then
@@ -169,10 +192,15 @@ local function expireRegistry()
   redis.call('PEXPIRE', KEYS[3], ms)
 end
 
+-- Integers go back as integer replies (every one is a whole number of µs
+-- or a count, below 2^53), the rate and the capacity as packed doubles.
+local joined -- {kind, unit} of the state, for a limiter's first leases
 local function reply(granted, wait, aheadBy, valid, procs)
-  return {string.format('%d', granted), string.format('%d', wait), string.format('%d', aheadBy),
-    string.format('%d', valid), string.format('%d', procs), string.format('%d', s.ver),
-    enc(rateOf(s)), encField(s, 'max'), string.format('%d', s.born)}
+  local r = {granted, wait, aheadBy, valid, procs, s.ver, encDouble(rateOf(s)), encDouble(s.max), s.born}
+  if joined then
+    r[10], r[11] = joined[1], joined[2]
+  end
+  return r
 end
 
 if op == 'setrate' then
@@ -211,10 +239,29 @@ local need, want, maxWait = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARG
 local demand, tau = dec(ARGV[15]), tonumber(ARGV[16])
 if maxWait > MAX_WAIT then maxWait = MAX_WAIT end
 
+-- A limiter's first leases learn what the name holds: its kind and unit
+-- (the rate is in every reply). Asked to, refuse to join a limiter of
+-- another rate, kind or unit, before anything is written: two programs
+-- that picked the same name by accident must not share one limit.
+local join, unit = ARGV[18] or '0', ARGV[17] or ''
+if join ~= '0' then
+  local storedUnit = unit
+  if not fresh then storedUnit = redis.call('HGET', KEYS[1], 'unit') or '' end
+  joined = {s.kind, storedUnit}
+  local r = rateOf(s)
+  local sameRate = r == callerRate or
+    (r < INF and callerRate < INF and math.abs(r - callerRate) <= 1e-9 * math.max(r, callerRate))
+  if join == '2' and (not sameRate or s.kind ~= ARGV[3] or storedUnit ~= unit) then
+    return error({err = 'ERR ratelimit: key ' .. KEYS[1] .. ' holds a limiter at ' .. enc(r) .. '/s, kind ' ..
+      s.kind .. ', unit "' .. storedUnit .. '", not ' .. ARGV[4] .. '/s, ' .. ARGV[3] .. ', "' .. unit ..
+      '": joining refused'})
+  end
+end
+
 -- The caller's registry entry: one HGET, whatever the fleet's size.
 local e = redis.pcall('HGET', KEYS[2], pid)
 if type(e) == 'table' and e.err then return wrongType(KEYS[2], 'registry') end
-local esl, eb, pnext = parseEntry(e)
+local esl, eb, pnext = parseEntry(e or nil)
 if pnext == nil then pnext = -INF end -- new: as if idle for long
 if fresh then esl = nil end -- counts from before the state was lost are gone
 
@@ -223,13 +270,13 @@ if fresh then esl = nil end -- counts from before the state was lost are gone
 -- last called then stop counting. A clock that stepped back keeps the
 -- latest slot.
 local cur = math.floor(now / slotLen)
-local refresh = fresh or s.lvt == nil or now - s.lvt >= REFRESH or now < s.lvt
-local newSlot = s.slot == nil or cur > s.slot
+local refresh = fresh or now - s.lvt >= REFRESH or now < s.lvt
+local newSlot = s.slot < 0 or cur > s.slot
 if newSlot then
   local h = redis.pcall('HGETALL', KEYS[3])
   if h.err then return wrongType(KEYS[3], 'registry') end
   local keep = false
-  if s.slot ~= nil and cur == s.slot + 1 then keep = tostring(s.slot % 2) end
+  if s.slot >= 0 and cur == s.slot + 1 then keep = tostring(s.slot % 2) end
   local old = {}
   for i = 1, #h, 2 do
     if string.sub(h[i], 1, 1) ~= keep then old[#old + 1] = h[i] end
@@ -244,9 +291,9 @@ end
 -- Count the caller in the current slot, under its demand's bucket: it
 -- moves out of the previous slot (or out of its old bucket) at most once
 -- per slot or demand change, so most leases write nothing here.
-local b = 'z'
-if demand > 0 then
-  b = string.format('%d', math.floor(math.log(demand) / math.log(2) * BUCKETS + 0.5))
+local b = ZERO
+if demand > 0 and demand < INF then
+  b = math.floor(math.log(demand) / math.log(2) * BUCKETS + 0.5)
 end
 if esl == cur then
   if eb ~= b then
@@ -275,9 +322,7 @@ if refresh then
     if c and c > 0 then
       local k = string.sub(h[i], 3)
       if byBucket[k] == nil then
-        local v = 0
-        if k ~= 'z' then v = 2 ^ (tonumber(k) / BUCKETS) end
-        byBucket[k] = {v = v, c = 0}
+        byBucket[k] = {v = 2 ^ ((tonumber(k) or ZERO) / BUCKETS), c = 0}
         list[#list + 1] = byBucket[k]
       end
       byBucket[k].c = byBucket[k].c + c
@@ -301,7 +346,7 @@ if refresh then
   if newSlot then
     -- Sweep a few registry entries that no longer count (the caller's
     -- own is written again below).
-    local r = redis.call('HSCAN', KEYS[2], string.format('%d', s.sc or 0), 'COUNT', SWEEP)
+    local r = redis.call('HSCAN', KEYS[2], string.format('%d', s.sc), 'COUNT', SWEEP)
     s.sc = tonumber(r[1])
     local dead = {}
     for i = 1, #r[2], 2 do
@@ -363,9 +408,9 @@ local function ahead(pn)
   return a
 end
 local function finish()
-  redis.call('HSET', KEYS[2], pid, string.format('%d', cur) .. ' ' .. b .. ' ' .. enc(pnext))
+  redis.call('HSET', KEYS[2], pid, struct.pack('<ddd', cur, b, pnext))
   persist()
-  if refresh then expireRegistry() end
+  if refresh or explicitTime then expireRegistry() end
 end
 local wait = ahead(pnext)
 if wait > maxWait then

@@ -49,34 +49,35 @@ type Limiter struct {
 	keys   []string
 	cfg    config
 	kind   string          // "b" or "w", as in engine.lua
+	asked0 float64         // the rate New was given
 	clock  ratelimit.Clock // nil: the time package
 	start  time.Time
 
 	wg sync.WaitGroup // every goroutine that talks to Redis
 
-	mu         sync.Mutex
-	rate       float64 // the fleet's rate as last reported (or configured)
-	ver        int64   // config version as last reported
-	born       int64   // the state's incarnation as last reported
-	maxPermits float64 // the global burst capacity as last reported
-	processes  int     // live processes as last reported
-	pool       []tranche
-	held       int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
-	nextLapse  time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
-	demand     float64       // requested permits per second (EWMA over demandWindow)
-	reported   float64       // what the registry is told: see noteDemand
-	recent     [16]demandSample
-	recentNext int     // where the next sample goes in recent
-	lastSample float64 // the latest raw demand sample
-	asked      float64 // requested since demandAt
-	demandAt   time.Duration
-	haveDemand bool
-	inflight   chan struct{} // non-nil while a Redis call is in flight; closed after
-	aheadAt    time.Duration // no lease with maximum wait w can be granted before aheadAt - w
-	healthy    bool
-	failures   int
-	probeAt    time.Duration
-	lastErr    error
+	mu            sync.Mutex
+	rate          float64 // the fleet's rate as last reported (or configured)
+	configVersion int64   // config version as last reported
+	incarnation   int64   // the state's incarnation as last reported
+	maxPermits    float64 // the global burst capacity as last reported
+	processes     int     // live processes as last reported
+	pool          []tranche
+	held          int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
+	nextLapse     time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
+	demand        float64       // requested permits per second (EWMA over demandWindow)
+	reported      float64       // what the registry is told: see noteDemand
+	recent        [16]demandSample
+	recentNext    int     // where the next sample goes in recent
+	lastSample    float64 // the latest raw demand sample
+	asked         float64 // requested since demandAt
+	demandAt      time.Duration
+	haveDemand    bool
+	inflight      chan struct{} // non-nil while a Redis call is in flight; closed after
+	aheadAt       time.Duration // no lease with maximum wait w can be granted before aheadAt - w
+	healthy       bool
+	failures      int
+	probeAt       time.Duration
+	lastErr       error
 	// While Redis is away: the fallback's rate (0: none, refuse) and the
 	// local limiter itself, made at its first use (see fallbackLocked).
 	fallbackRate float64
@@ -93,6 +94,13 @@ type Limiter struct {
 	closed      bool
 	rng         *rand.Rand
 	st          Stats
+	// What the name holds, learnt from the first lease reply: joined is
+	// set then, and mismatch if the stored rate, kind or unit differs from
+	// this limiter's.
+	joined     bool
+	storedKind string
+	storedUnit string
+	mismatch   bool
 }
 
 // New returns a limiter named name that shares permitsPerSecond with every
@@ -126,6 +134,7 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 		kind:      "b",
 		clock:     cfg.clock,
 		rate:      permitsPerSecond,
+		asked0:    permitsPerSecond,
 		healthy:   true,
 		nextLapse: math.MaxInt64,
 	}
@@ -278,7 +287,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 	}
 	l.emptyPoolLocked()
 	healthy := l.healthy
-	args := l.refundArgsLocked(n, l.ver, true)
+	args := l.refundArgsLocked(n, l.configVersion, true)
 	l.mu.Unlock()
 
 	var err error

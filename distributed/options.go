@@ -70,6 +70,9 @@ type config struct {
 
 	processID string
 
+	unit           string // what a permit stands for, recorded with the state
+	refuseMismatch bool   // refuse to join a name of another rate, kind or unit
+
 	logger *slog.Logger // nil: no warnings
 
 	// Test hooks (unexported, set by the package's own tests).
@@ -249,6 +252,37 @@ func WithLogger(logger *slog.Logger) Option {
 func WithFailClosed() Option {
 	return optionFunc(func(cfg *config) error {
 		cfg.policy = FailClosed
+		return nil
+	})
+}
+
+// WithUnit records what a permit stands for ("bytes", "jobs", ...) in the
+// shared state when this limiter creates it, so that a limit of bytes and
+// one of jobs cannot share a name by accident: a limiter whose unit
+// differs from the stored one reports it (Stats.Mismatch) or, with
+// WithRefuseMismatch, refuses to join. At most 64 bytes; default "".
+func WithUnit(unit string) Option {
+	return optionFunc(func(cfg *config) error {
+		if len(unit) > 64 {
+			return fmt.Errorf("%w: unit %q is longer than 64 bytes", ErrInvalidName, unit)
+		}
+		cfg.unit = unit
+		return nil
+	})
+}
+
+// WithRefuseMismatch makes the limiter refuse to join a name whose stored
+// limiter has another rate, kind (bursty or warming up) or unit
+// (WithUnit) than New was given: its first lease fails, before anything is
+// taken or registered, with an error wrapping ErrNameMismatch (and
+// ErrMisconfigured: it does not fail open), and it keeps refusing.
+// Without it the limiter joins and adopts the stored configuration, as the
+// first process to create a name configures the fleet, and Stats reports
+// the difference. The check is made by the limiter's first lease only: a
+// later SetRate of the fleet is not a mismatch.
+func WithRefuseMismatch() Option {
+	return optionFunc(func(cfg *config) error {
+		cfg.refuseMismatch = true
 		return nil
 	})
 }

@@ -13,11 +13,11 @@ import (
 
 // tranche is the permits of one lease still held locally.
 type tranche struct {
-	n       int64
-	usable  time.Duration // local time from which they may be spent
-	expires time.Duration // local time at which unspent ones lapse
-	ver     int64         // config version they were leased under
-	born    int64         // the state incarnation they came from (-1: mixed)
+	n             int64
+	usable        time.Duration // local time from which they may be spent
+	expires       time.Duration // local time at which unspent ones lapse
+	configVersion int64         // config version they were leased under
+	incarnation   int64         // the state incarnation they came from (-1: mixed)
 }
 
 // Acquire takes permits, waiting until the fleet's shared limiter allows
@@ -293,14 +293,14 @@ func (l *Limiter) takeLocked(n int64, now, latest time.Duration) (at time.Durati
 	// What is given back is usable at at, ends with the earliest of the
 	// leases it came from, and carries the oldest version (refundable
 	// only if all of it is current).
-	taken = tranche{n: n, usable: at, expires: math.MaxInt64, ver: math.MaxInt64, born: l.pool[0].born}
+	taken = tranche{n: n, usable: at, expires: math.MaxInt64, configVersion: math.MaxInt64, incarnation: l.pool[0].incarnation}
 	for left = n; left > 0; {
 		t := &l.pool[0]
 		k := min(t.n, left)
 		taken.expires = min(taken.expires, t.expires)
-		taken.ver = min(taken.ver, t.ver)
-		if t.born != taken.born {
-			taken.born = -1
+		taken.configVersion = min(taken.configVersion, t.configVersion)
+		if t.incarnation != taken.incarnation {
+			taken.incarnation = -1
 		}
 		t.n -= k
 		left -= k

@@ -2,8 +2,8 @@ package distributed
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
-	"strconv"
 	"testing"
 	"time"
 
@@ -13,17 +13,29 @@ import (
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
+// stateFields is the layout of the packed state (engine.lua's
+// STATE_FIELDS, then lease.lua's FLEET).
+var stateFields = []string{"kind", "stored", "max", "interval", "next", "burst", "warmup", "cold",
+	"threshold", "slope", "ver", "lc", "born", "slot", "lvl", "spr", "np", "lvt", "sc", "exp"}
+
+// stateField reads one number of the shared state, decoding the packed
+// doubles of its 'e' field.
 func stateField(t *testing.T, c redis.UniversalClient, name, field string) float64 {
 	t.Helper()
-	v, err := c.HGet(context.Background(), "ratelimit:{"+name+"}:state", field).Result()
+	v, err := c.HGet(context.Background(), keysOf(name)[0], "e").Result()
 	if err != nil {
-		t.Fatalf("HGET %s: %v", field, err)
+		t.Fatalf("HGET e: %v", err)
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		t.Fatalf("HGET %s: %q", field, v)
+	if len(v) != 8*len(stateFields) {
+		t.Fatalf("the state is %d bytes, want %d", len(v), 8*len(stateFields))
 	}
-	return f
+	for i, f := range stateFields {
+		if f == field {
+			return math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[8*i:])))
+		}
+	}
+	t.Fatalf("no state field %q", field)
+	return 0
 }
 
 // newSim makes a limiter in the deterministic simulation on base.

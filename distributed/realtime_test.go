@@ -29,7 +29,8 @@ func ourGoroutines() int {
 // TestRealTimeFleet runs four processes on the real clocks (local and
 // Redis TIME) for 1.5 s, each with two goroutines calling Acquire as fast as
 // they are allowed: the bound holds (with one round trip of measurement
-// slack per process), the rate is used, each process makes at most 20 Redis
+// slack per process), the fleet is alive (the design's utilization is
+// asserted in simulated time, see below), each process makes at most 20 Redis
 // calls per second, and Close leaves no goroutine behind.
 func TestRealTimeFleet(t *testing.T) {
 	srv := redistest.Start(t)
@@ -96,6 +97,13 @@ func TestRealTimeFleet(t *testing.T) {
 			t.Fatalf("admitted %d by %v at %v/s (slack %v)", k+1, d, rate, slack)
 		}
 	}
+	// The design's utilization (at least 0.97) is asserted in simulated
+	// time against the real server (TestFleetBoundUtilizationFairness,
+	// TestFleetAtScale, TestFleetPlot), where a busy machine cannot steal
+	// it. Here the real clocks measured 1.000–1.008 in five runs under a
+	// load average of 5, but 0.942 in one of three with -race while
+	// another simulation ran: this floor only says the fleet is alive (a
+	// fleet that admits nothing would satisfy the bound).
 	if u := float64(len(times)) / (rate * run.Seconds()); u < 0.85 {
 		t.Errorf("utilization %.3f in real time", u)
 	}

@@ -28,7 +28,7 @@ func (sc scriptCaller) lease(now int64, pid string, want, maxWait int64, demand 
 	sc.t.Helper()
 	args := []any{"lease", redisEpoch + now, "b", f64(sc.rate), "1", 0, "3", 1, pid, 1_000_000, 1_000_000,
 		0, want, maxWait, f64(demand), tau}
-	v, err := leaseScript.Run(context.Background(), sc.c, sc.keys, args...).StringSlice()
+	v, err := leaseScript.Run(context.Background(), sc.c, sc.keys, args...).Slice()
 	if err != nil {
 		sc.t.Fatalf("lease %v: %v", args, err)
 	}
@@ -186,8 +186,10 @@ func TestLeaseCostIndependentOfFleet(t *testing.T) {
 		}
 		perLease := float64(inside) / leases
 		t.Logf("%d processes: %.2f commands per lease, %d HGETALL (histogram) in %d leases", n, perLease, hgetall, leases)
-		if perLease > 8 {
-			t.Errorf("%d processes: %.2f Redis commands per lease, want at most 8", n, perLease)
+		// At an explicit time the script sets the three keys' TTLs on
+		// every call (with Redis's TIME, about once a second): 3 of them.
+		if perLease > 10 {
+			t.Errorf("%d processes: %.2f Redis commands per lease, want at most 10", n, perLease)
 		}
 		if hgetall > 40 {
 			t.Errorf("%d processes: %d HGETALL in %d leases: the level is not cached", n, hgetall, leases)

@@ -3,6 +3,7 @@ package distributed
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/smoothrate/ratelimit/internal/check"
@@ -58,7 +59,7 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 			// (the script ran before that), and no later than its
 			// validity after the request left (the script ran after
 			// that): a slow round trip only shortens a lease.
-			l.insertLocked(tranche{n: r.granted, usable: recv + r.wait, expires: sent + r.validity, ver: r.ver, born: r.born})
+			l.insertLocked(tranche{n: r.granted, usable: recv + r.wait, expires: sent + r.validity, configVersion: r.configVersion, incarnation: r.incarnation})
 		default:
 			l.st.EmptyReplies++
 		}
@@ -70,7 +71,9 @@ func (l *Limiter) runLease(args []any, ch chan struct{}) {
 // refundableLocked: only permits leased from the current incarnation of the
 // state under its current config version can be given back; the script
 // checks again.
-func (l *Limiter) refundableLocked(t tranche) bool { return t.ver == l.ver && t.born == l.born }
+func (l *Limiter) refundableLocked(t tranche) bool {
+	return t.configVersion == l.configVersion && t.incarnation == l.incarnation
+}
 
 // startRefundLocked takes excess permits out of the pool (latest first)
 // and gives them back in the background. Permits leased under an older
@@ -91,7 +94,7 @@ func (l *Limiter) startRefundLocked(now time.Duration, excess int64) {
 	if n == 0 {
 		return
 	}
-	args := l.refundArgsLocked(n, l.ver, false)
+	args := l.refundArgsLocked(n, l.configVersion, false)
 	ch := make(chan struct{})
 	l.inflight = ch
 	run := func() {
@@ -153,15 +156,28 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 	l.failures = 0
 	l.rtt = max(recv-sent, l.rtt*15/16)
 	l.resizeLocked()
-	if r.ver >= l.ver {
-		l.ver, l.rate, l.maxPermits = r.ver, r.rate, r.maxPermits
+	if r.configVersion >= l.configVersion {
+		l.configVersion, l.rate, l.maxPermits = r.configVersion, r.rate, r.maxPermits
 	}
-	if r.born != 0 {
-		l.born = r.born
+	if r.incarnation != 0 {
+		l.incarnation = r.incarnation
 	}
 	if r.processes > 0 {
 		l.processes = r.processes
 	}
+	if r.joined && !l.joined {
+		l.joined, l.storedKind, l.storedUnit = true, r.storedKind, r.storedUnit
+		l.mismatch = !sameRate(r.rate, l.asked0) || r.storedKind != l.kind || r.storedUnit != l.cfg.unit
+	}
+}
+
+// sameRate compares a rate read back from the state (as 1e6 / interval,
+// so 7 reads 6.999999999999999) with the one asked for.
+func sameRate(stored, asked float64) bool {
+	if stored == asked {
+		return true
+	}
+	return !math.IsInf(stored, 0) && !math.IsInf(asked, 0) && math.Abs(stored-asked) <= 1e-9*max(stored, asked)
 }
 
 // SetRate changes the fleet's rate, for every process, with Guava's rules

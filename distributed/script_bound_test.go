@@ -41,7 +41,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 		}
 		run := func(args []any) reply {
 			t.Helper()
-			v, err := leaseScript.Run(context.Background(), c, keys, args...).StringSlice()
+			v, err := leaseScript.Run(context.Background(), c, keys, args...).Slice()
 			if err != nil {
 				t.Fatalf("script %v: %v", args, err)
 			}
@@ -52,7 +52,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 			return r
 		}
 		var grants []*grant
-		var largest, born, refunded int64
+		var largest, incarnation, refunded int64
 		now := int64(0)
 		for step := 0; step < 1500; step++ {
 			now += int64(rng.IntN(10_000))
@@ -72,7 +72,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 				if len(pending) > 0 {
 					g := pending[rng.IntN(len(pending))]
 					k := 1 + rng.Int64N(g.n)
-					args := append(base("refund", now, pid), k, 1, "0", born)
+					args := append(base("refund", now, pid), k, 1, "0", incarnation)
 					r := run(args)
 					if r.granted > k {
 						t.Fatalf("refunded %d of %d", r.granted, k)
@@ -90,7 +90,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 			maxWait := rng.Int64N(1_200_000)
 			args := append(base("lease", now, pid), need, want, maxWait, f64(rng.Float64()*300), 100_000)
 			r := run(args)
-			born = r.born
+			incarnation = r.incarnation
 			if r.granted > 0 {
 				largest = max(largest, r.granted)
 				grants = append(grants, &grant{proc: pid, moment: now + r.wait.Microseconds(), n: r.granted})
@@ -140,7 +140,7 @@ func TestRefundNeverBeforeNow(t *testing.T) {
 	args := func(op string, now int64) []any {
 		return []any{op, redisEpoch + now, "b", "100", "0", 0, "3", 1, "p", 1_000_000, 3_000_000}
 	}
-	v, err := leaseScript.Run(context.Background(), c, keys, append(args("lease", 0), 10, 10, 0, "100", 100_000)...).StringSlice()
+	v, err := leaseScript.Run(context.Background(), c, keys, append(args("lease", 0), 10, 10, 0, "100", 100_000)...).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRefundNeverBeforeNow(t *testing.T) {
 	}
 	// At 50 ms the debt is 50 ms; refunding 10 permits (100 ms) may only
 	// take it back to now.
-	v, err = leaseScript.Run(context.Background(), c, keys, append(args("refund", 50_000), 10, 1, "0", r.born)...).StringSlice()
+	v, err = leaseScript.Run(context.Background(), c, keys, append(args("refund", 50_000), 10, 1, "0", r.incarnation)...).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,16 @@ type Stats struct {
 	Processes    int     // live processes Redis last reported
 	Demand       float64 // measured requested demand, permits/s
 	LastError    error   // the last Redis error, if any
+	// What the name holds, from this limiter's first lease: the fleet's
+	// rate (as last reported: SetRate changes it), its kind ("bursty" or
+	// "warming-up") and unit (WithUnit), and whether any of them differed
+	// from what this limiter was made with when it joined (it then adopted
+	// the stored ones; WithRefuseMismatch refuses instead). Empty until
+	// the first lease reply.
+	StoredRate float64
+	StoredKind string
+	StoredUnit string
+	Mismatch   bool
 }
 
 // Stats returns a snapshot of the limiter's counters.
@@ -46,6 +56,13 @@ func (l *Limiter) Stats() Stats {
 	s.Processes = l.processes
 	s.Demand = l.demand
 	s.LastError = l.lastErr
+	if l.joined {
+		s.StoredRate, s.StoredUnit, s.Mismatch = l.rate, l.storedUnit, l.mismatch
+		s.StoredKind = "bursty"
+		if l.storedKind == "w" {
+			s.StoredKind = "warming-up"
+		}
+	}
 	s.InFallback = !l.healthy
 	if !l.healthy {
 		s.FallbackTime += now - l.fallbackAt

@@ -1,9 +1,11 @@
 package jobs_test
 
 import (
-	"errors"
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/smoothrate/ratelimit/jobs"
 )
@@ -24,19 +26,18 @@ func TestParseRate(t *testing.T) {
 		{"1/1m30s", 1.0 / 90},
 		{" 10 / s ", 10},
 		{"1e3", 1000},
-		{"inf", math.Inf(1)},
-		{"unlimited", math.Inf(1)},
 	} {
 		got, err := jobs.ParseRate(tc.in)
-		// Equal, or within a relative 1e-12 (|Inf−Inf| is NaN, which
-		// compares false either way: the equality catches the infinities).
-		if err != nil || !(got == tc.want || math.Abs(got-tc.want) <= 1e-12*tc.want) {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
+		require.NoError(t, err, tc.in)
+		assert.InDelta(t, tc.want, got, 1e-12*tc.want, tc.in)
+	}
+	for _, in := range []string{"inf", "unlimited"} {
+		got, err := jobs.ParseRate(in)
+		require.NoError(t, err, in)
+		assert.True(t, math.IsInf(got, 1), "%s = %v", in, got)
 	}
 	for _, in := range []string{"", "0", "-1/s", "five", "5/", "5/y", "5/0s", "5/-1s", "NaN", "1e999", "0x10", "5/s/s"} {
-		if got, err := jobs.ParseRate(in); !errors.Is(err, jobs.ErrInvalidRate) {
-			t.Errorf("ParseRate(%q) = %v, %v; want ErrInvalidRate", in, got, err)
-		}
+		_, err := jobs.ParseRate(in)
+		assert.ErrorIs(t, err, jobs.ErrInvalidRate, in)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
@@ -591,4 +592,40 @@ func TestSharedStateKind(t *testing.T) {
 			t.Errorf("%q: state kind %s, burst %s s, warm-up %s µs; want %s, %v, %v", args, got[0], got[1], got[2], c.kind, c.burst, c.warmup)
 		}
 	}
+}
+
+// A Redis that answers but is set up wrong is not an outage (issue 11
+// item 1): with --safe-rate, pipe used to warn that Redis "cannot be
+// reached" and run alone for the whole job. A wrong database, a cluster URL
+// for a standalone server, a wrong or missing password, or a key of
+// another program under the name: exit 2, with the reason, and nothing
+// copied or run.
+func TestRedisMisconfigured(t *testing.T) {
+	srv := redistest.Start(t)
+	bin := buildBinary(t)
+	srv.CLI("SET", "ratelimit:{taken}:state", "a string")
+	in := randomInput(t, 100_000)
+	check := func(url, name, want string) {
+		t.Helper()
+		out, stderr, code, _ := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", name, "--safe-rate", "1MB/s", "100MB/s")
+		assert.Equal(t, exitUsage, code, "pipe %s: %s", url, stderr)
+		assert.Zero(t, len(out), "pipe %s: bytes copied", url)
+		assert.Contains(t, stderr, want, "pipe %s", url)
+		assert.NotContains(t, stderr, "cannot be reached", "pipe %s", url)
+		assert.NotContains(t, stderr, "running alone", "pipe %s", url)
+
+		dir := scriptDir(t)
+		_, stderr, code, _ = execStatus(t, bin, nil, dir, "run", "--redis", url, "--name", name, "--safe-rate", "10/s", "--rate", "100/s", "sh", "rec.sh", ":::", "a", "b")
+		assert.Equal(t, exitUsage, code, "run %s: %s", url, stderr)
+		assert.Empty(t, recorded(t, dir), "run %s ran jobs", url)
+		assert.Contains(t, stderr, want, "run %s", url)
+	}
+	check("redis://"+srv.Addr()+"/99", "x", "DB index is out of range")
+	check("redis+cluster://"+srv.Addr(), "x", "cluster support disabled")
+	// Found by the first lease, not by the start-up PING.
+	check(redisURL(srv), "taken", "not the limiter state hash")
+	// Last: from here on the server wants a password.
+	srv.CLI("CONFIG", "SET", "requirepass", "secret")
+	check("redis://:wrong@"+srv.Addr()+"/0", "x", "WRONGPASS")
+	check(redisURL(srv), "x", "NOAUTH")
 }

@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -157,6 +158,31 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	}
 	fs.SetOutput(stderr)
 	return words, false, exitOK
+}
+
+// floatFlag is a flag.Value holding a number read by one of the command
+// line's parsers (units.Number, units.JobRate) rather than strconv's, so
+// that every flag reads numbers as the arguments do: 1e3 yes, NaN and 0x10
+// no.
+type floatFlag struct {
+	p     *float64
+	parse func(string) (float64, error)
+}
+
+func (f floatFlag) String() string {
+	if f.p == nil { // the flag package's zero value, for its defaults
+		return "0"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f floatFlag) Set(s string) error {
+	v, err := f.parse(s)
+	if err != nil {
+		return err
+	}
+	*f.p = v
+	return nil
 }
 
 // exitOnSignal makes SIGINT and SIGTERM run cleanup and end the process

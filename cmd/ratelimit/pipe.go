@@ -162,11 +162,11 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// that refuses (ErrUnavailable) can wrap its Redis call's
 		// timeout, which is not that: show the limiter's own error.
 		var de *shape.DeadlineError
-		if errors.As(err, &de) && errors.Is(de.Cause, distributed.ErrUnavailable) {
+		if errors.As(err, &de) && (errors.Is(de.Cause, distributed.ErrUnavailable) || errors.Is(de.Cause, distributed.ErrMisconfigured)) {
 			err = de.Cause
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitFail
+		return misconfiguredStatus(err, exitFail)
 	}
 	return exitOK
 }

@@ -36,7 +36,10 @@ the permits it already holds, then runs alone at --safe-rate, or at RATE
 divided by the number of processes Redis last reported, and shares again as
 soon as Redis answers. A process that has never reached Redis knows no
 process count: it starts only with --safe-rate, else it exits with status
-1. With --fail-closed a process stops instead, with exit status 1.
+1. With --fail-closed a process stops instead, with exit status 1. A Redis
+that answers but is set up wrong for the limit (no such database, a wrong
+password, a cluster URL for a single server, another program's key under
+the name) is not an outage: the command exits with status 2 and says why.
 `
 }
 
@@ -233,6 +236,9 @@ func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []di
 	if err := sl.start(w, prefix, format); err != nil {
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
 		sl.close(w, prefix)
+		if errors.Is(err, errMisconfigured) {
+			return nil, nil, exitUsage
+		}
 		return nil, nil, exitFail
 	}
 	stopWatch := sl.watch(w, prefix, format)
@@ -240,6 +246,20 @@ func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []di
 		stopWatch()
 		sl.close(w, prefix)
 	}, exitOK
+}
+
+// errMisconfigured marks a start-up failure that is a configuration error
+// (exit status 2), not an outage.
+var errMisconfigured = errors.New("not set up for this limit")
+
+// misconfiguredStatus is the exit status for a limiter error: 2 (a usage
+// error) when Redis answered but is set up wrong, which no fallback and no
+// wait can fix; else status.
+func misconfiguredStatus(err error, status int) int {
+	if errors.Is(err, distributed.ErrMisconfigured) {
+		return exitUsage
+	}
+	return status
 }
 
 // redisStartTimeout bounds the start-up check.
@@ -261,6 +281,12 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 	if err == nil {
 		return nil
 	}
+	if distributed.IsMisconfiguration(err) {
+		// Redis answered: not an outage, so no --safe-rate applies
+		// and no retry helps. A fleet started this way would run
+		// alone, every process, and never share.
+		return fmt.Errorf("redis at %s is %w: %v (a wrong database, password or URL scheme?)", s.cfg.where, errMisconfigured, err)
+	}
 	if s.cfg.failClose {
 		return fmt.Errorf("redis at %s cannot be reached: %w (--fail-closed: not starting)", s.cfg.where, err)
 	}
@@ -271,20 +297,6 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 		prefix, s.cfg.where, err, format(s.cfg.safeRate))
 	s.down = true
 	return nil
-}
-
-// fallbackRate is the rate the limiter runs at while Redis is away, as
-// package distributed computes it: the safe rate, or the fleet's rate
-// divided by the processes Redis last reported; 0 when it refuses (no safe
-// rate, and Redis has never reported a count).
-func (s *sharedLimit) fallbackRate(st distributed.Stats) float64 {
-	if s.cfg.safeRate > 0 {
-		return s.cfg.safeRate
-	}
-	if st.Processes == 0 {
-		return 0
-	}
-	return s.Rate() / float64(st.Processes)
 }
 
 // watchInterval is how often watch looks at the limiter's state.
@@ -312,12 +324,15 @@ func (s *sharedLimit) watch(w io.Writer, prefix string, format func(float64) str
 			}
 			st := s.Stats()
 			switch {
-			case st.InFallback && !down && s.fallbackRate(st) == 0:
+			case st.InFallback && !down && distributed.IsMisconfiguration(st.LastError):
+				fmt.Fprintf(w, "%s: redis at %s answers, but is not set up for this limit: %v; refusing\n",
+					prefix, s.cfg.where, st.LastError)
+			case st.InFallback && !down && st.FallbackRate == 0:
 				fmt.Fprintf(w, "%s: redis at %s cannot be reached: %v; no --safe-rate, and no share known yet: refusing until it answers\n",
 					prefix, s.cfg.where, st.LastError)
 			case st.InFallback && !down:
 				fmt.Fprintf(w, "%s: redis at %s cannot be reached: %v; going on alone at %s (fail-open)\n",
-					prefix, s.cfg.where, st.LastError, format(s.fallbackRate(st)))
+					prefix, s.cfg.where, st.LastError, format(st.FallbackRate))
 			case !st.InFallback && down:
 				fmt.Fprintf(w, "%s: redis at %s answers again; sharing the limit %q\n", prefix, s.cfg.where, s.cfg.name)
 			}

@@ -51,7 +51,7 @@ Examples:
 const runUsageEnd = `
 Exit status: 0 if every job succeeded, 1 if any failed (or was not started,
 as when Redis cannot be reached with --fail-closed), 2 for bad flags or
-values, 126 if the command cannot be executed, 127 if it cannot be found,
+values (or a Redis set up wrong), 126 if the command cannot be executed, 127 if it cannot be found,
 130 when interrupted (128 + the signal's number), as xargs does.
 
 Flags:
@@ -91,7 +91,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&rateS, "rate", "", "how fast jobs may start: `RATE` jobs per second, or 300/m, 2/h, 3/100ms (required)")
 	fs.IntVar(&cfg.parallel, "parallel", 1, "run at most `N` jobs at once")
 	fs.IntVar(&cfg.parallel, "P", 1, "short for --parallel")
-	fs.Var((*numberFlag)(&cfg.burst), "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
+	fs.Var(floatFlag{&cfg.burst, units.Number}, "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period`; excludes --burst")
 	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
@@ -200,10 +200,11 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch {
 		case !r.Started:
 			notStarted++
-			if errors.Is(r.Err, distributed.ErrUnavailable) {
+			if errors.Is(r.Err, distributed.ErrUnavailable) || errors.Is(r.Err, distributed.ErrMisconfigured) {
 				// The shared limit refuses (failing closed, or
 				// failing open before Redis ever answered, without
-				// --safe-rate): start nothing more.
+				// --safe-rate, or Redis set up wrong): start
+				// nothing more.
 				cancel(r.Err)
 			}
 		case r.Err != nil:
@@ -230,7 +231,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// handing over a job; one blocked reading standard input stays
 		// until the process exits.
 		fmt.Fprintf(errOut, "%s: stopped: %v\n", prefix, err)
-		status = exitFail
+		status = misconfiguredStatus(err, exitFail)
 	}
 	// Every job given counts: those the feeder read but Stream never took
 	// were not started either. (Read from standard input, the count is of
@@ -243,7 +244,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(errOut, ", %d not started", notStarted)
 		}
 		fmt.Fprintln(errOut)
-		status = exitFail
+		status = misconfiguredStatus(err, exitFail)
 	}
 	if startFailure != 0 {
 		status = startFailure
@@ -414,20 +415,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// numberFlag is a flag.Value holding a plain number, read with the one
-// number grammar of every command (units.Number: 2.5, 1e3; no NaN, no
-// hexadecimal), not strconv's.
-type numberFlag float64
-
-func (f *numberFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
-
-func (f *numberFlag) Set(s string) error {
-	v, err := units.Number(s)
-	if err != nil {
-		return err
-	}
-	*f = numberFlag(v)
-	return nil
 }

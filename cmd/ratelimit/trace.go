@@ -71,10 +71,10 @@ func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	cfg := traceConfig{set: map[string]bool{}, qps: 4, coldFactor: ratelimit.DefaultColdFactor, burst: ratelimit.DefaultMaxBurstSeconds}
 	var script string
-	fs.Var((*rateFlag)(&cfg.qps), "qps", "stable `rate` in permits per second, as run's --rate: 4, 4/s, 240/m (inf for unlimited)")
+	fs.Var(floatFlag{&cfg.qps, units.JobRate}, "qps", "stable `rate` in permits per second, as run's --rate: 4, 4/s, 240/m (inf for unlimited)")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "warm-up `period`: makes a warming-up limiter (Guava's SmoothWarmingUp); without it the limiter is bursty")
-	fs.Var((*numberFlag)(&cfg.coldFactor), "cold-factor", "warming-up only: how many times slower than the stable rate a cold limiter starts")
-	fs.Var((*numberFlag)(&cfg.burst), "burst", "bursty only: how many `seconds` of unused permits the limiter stores")
+	fs.Var(floatFlag{&cfg.coldFactor, units.Number}, "cold-factor", "warming-up only: how many times slower than the stable rate a cold limiter starts (a `factor` of at least 1)")
+	fs.Var(floatFlag{&cfg.burst, units.Number}, "burst", "bursty only: how many `seconds` of unused permits the limiter stores")
 	fs.BoolVar(&cfg.full, "full", false, "bursty only: start with the bucket full instead of empty")
 	fs.BoolVar(&cfg.guava, "guava", false, "count time in whole microseconds, bit-identical to Guava 31.1 (default: nanoseconds)")
 	fs.StringVar(&script, "script", "", "read operations from `file` (- for standard input) instead of the arguments")
@@ -458,19 +458,4 @@ func formatFloat(x float64) string {
 		s = "0"
 	}
 	return s
-}
-
-// rateFlag is a flag.Value holding a rate of permits per second, read as
-// run's --rate is (units.JobRate).
-type rateFlag float64
-
-func (f *rateFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
-
-func (f *rateFlag) Set(s string) error {
-	v, err := units.JobRate(s)
-	if err != nil {
-		return err
-	}
-	*f = rateFlag(v)
-	return nil
 }

@@ -1,0 +1,85 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// TestJoinMismatchIsReported: a limiter that joins a name holding another
+// rate, kind or unit adopts the stored limiter and says so in Stats (a job
+// limit at 1/s joining a byte limit at 1e6/s is not silent).
+func TestJoinMismatchIsReported(t *testing.T) {
+	srv := redistest.Start(t)
+	base := clocktest.NewFake()
+	bytes := newSim(t, newClient(t, srv), "col", "pipe", 1e6, base, WithUnit("bytes"))
+	if !bytes.TryAcquire(1, 0) {
+		t.Fatal("the first permit of a new name was refused")
+	}
+	if st := bytes.Stats(); st.Mismatch || st.StoredUnit != "bytes" || st.StoredRate != 1e6 || st.StoredKind != "bursty" {
+		t.Fatalf("the creator's own stats: %+v", st)
+	}
+	for _, tc := range []struct {
+		what string
+		rate float64
+		opts []Option
+	}{
+		{"another rate and unit", 1, []Option{WithUnit("jobs")}},
+		{"another unit", 1e6, []Option{WithUnit("jobs")}},
+		{"another rate", 2e6, []Option{WithUnit("bytes")}},
+		{"another kind", 1e6, []Option{WithUnit("bytes"), WithWarmup(0)}},
+	} {
+		jobs := newSim(t, newClient(t, srv), "col", "run-"+strings.ReplaceAll(tc.what, " ", "-"), tc.rate, base, tc.opts...)
+		jobs.TryAcquire(1, 0)
+		st := jobs.Stats()
+		if !st.Mismatch || st.StoredRate != 1e6 || st.StoredUnit != "bytes" || st.StoredKind != "bursty" {
+			t.Errorf("%s: joined without reporting it: %+v", tc.what, st)
+		}
+		_ = jobs.Close(context.Background())
+	}
+	same := newSim(t, newClient(t, srv), "col", "pipe-2", 1e6, base, WithUnit("bytes"), WithRefuseMismatch())
+	same.TryAcquire(1, 0) // its lease may be usable only later: the others took the free ones
+	if st := same.Stats(); st.Leases != 1 || st.Mismatch || st.LastError != nil {
+		t.Fatalf("a limiter of the same configuration did not join: %+v", st)
+	}
+	_ = same.Close(context.Background())
+	_ = bytes.Close(context.Background())
+}
+
+// TestJoinMismatchRefused: with WithRefuseMismatch, a limiter of another
+// configuration takes nothing from the name, does not register, refuses
+// and reports ErrNameMismatch (and ErrMisconfigured: it does not fail open
+// at its safe rate).
+func TestJoinMismatchRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	bytes := newSim(t, c, "col", "pipe", 1e6, base, WithUnit("bytes"))
+	if !bytes.TryAcquire(1, 0) {
+		t.Fatal("the first permit of a new name was refused")
+	}
+	next := stateField(t, c, "col", "next")
+	jobs := newSim(t, newClient(t, srv), "col", "run", 1, base, WithUnit("jobs"), WithRefuseMismatch(), WithFailOpen(1))
+	if jobs.TryAcquire(1, 0) {
+		t.Fatal("a mismatched limiter joined")
+	}
+	_, err := jobs.Acquire(context.Background(), 1)
+	if !errors.Is(err, ErrNameMismatch) || !errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Acquire of a mismatched limiter: %v", err)
+	}
+	if got := stateField(t, c, "col", "next"); got != next {
+		t.Fatalf("the refused limiter moved next from %v to %v", next, got)
+	}
+	if n, _ := c.HExists(context.Background(), keysOf("col")[1], "run").Result(); n {
+		t.Fatal("the refused limiter is in the registry")
+	}
+	if st := jobs.Stats(); st.FallbackAdmitted != 0 || st.Leases != 0 {
+		t.Fatalf("the refused limiter admitted: %+v", st)
+	}
+	_ = jobs.Close(context.Background())
+	_ = bytes.Close(context.Background())
+}
