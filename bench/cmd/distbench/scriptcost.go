@@ -12,7 +12,7 @@ package main
 // the subjects alternate and see the same machine load): CONFIG RESETSTAT,
 // N allowed calls on one key by -callers goroutines (default 1: serial;
 // with more, the server is never idle between calls, which steadies its
-// figures on a shared machine), then EVALSHA's usec_per_call
+// figures on a shared machine), then the scripts' server µs per call
 // from INFO commandstats and the calls per second seen by the client. It
 // prints the median of each over the rounds, and each subject's ratio to
 // redis_rate: the ratio of medians and the range of the per-round ratios.
@@ -24,8 +24,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,31 +70,18 @@ func costSubjects(c *redis.Client) ([]costSubject, error) {
 	return out, nil
 }
 
-// evalshaUsec is EVALSHA's usec_per_call and calls from INFO commandstats.
-func evalshaUsec(ctx context.Context, c *redis.Client) (float64, int64, error) {
+// scriptUsec is the scripts' (EVALSHA and EVAL) server µs per call and
+// their calls, from INFO commandstats.
+func scriptUsec(ctx context.Context, c *redis.Client) (float64, int64, error) {
 	info, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		var usec float64
-		var calls int64
-		for _, f := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec_per_call":
-				usec, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		return usec, calls, nil
+	scripts, usec, _ := parseCommandStats(info)
+	if scripts == 0 {
+		return 0, 0, fmt.Errorf("no script calls in INFO commandstats")
 	}
-	return 0, 0, fmt.Errorf("no EVALSHA in INFO commandstats")
+	return float64(usec) / float64(scripts), scripts, nil
 }
 
 func runScriptCost(n, rounds, callers int, w io.Writer) error {
@@ -141,12 +126,12 @@ func runScriptCost(n, rounds, callers int, w io.Writer) error {
 				return err
 			}
 			secs := time.Since(start).Seconds()
-			u, calls, err := evalshaUsec(ctx, c)
+			u, calls, err := scriptUsec(ctx, c)
 			if err != nil {
 				return err
 			}
 			if calls != int64(n) {
-				return fmt.Errorf("%s: %d EVALSHA calls for %d decisions", s.name, calls, n)
+				return fmt.Errorf("%s: %d script calls for %d decisions", s.name, calls, n)
 			}
 			usec[i] = append(usec[i], u)
 			rate[i] = append(rate[i], float64(n)/secs)
