@@ -49,10 +49,7 @@ func (l *Limiter) Limit() Limit {
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	if l != nil && l.mem != nil && key != "" {
-		return l.mem.decideOne(&l.p, key, 1) // AllowN's path, one call shorter
-	}
-	return l.allowN(ctx, key, 1)
+	return l.allow(ctx, key, 1)
 }
 
 // AllowN decides whether key may do n now and, if so, counts it. n = 0
@@ -64,10 +61,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // ErrStore (with the store's own error); the Decision is then the zero
 // value, which refuses.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	if l != nil && l.mem != nil && key != "" && n >= 0 {
-		return l.mem.decideOne(&l.p, key, int64(n))
-	}
-	return l.allowN(ctx, key, n)
+	return l.allow(ctx, key, n) // small enough to inline: one call less
 }
 
 // allowN is AllowN through the Store interface, and every error.

@@ -137,23 +137,29 @@ func (s *MemoryStore) readWall() (int64, error) {
 }
 
 // shardOf returns the shard that holds (alg, key) and the key's hash
-// (decideOne does the same inline).
+// (Limiter.allow does the same inline).
 func (s *MemoryStore) shardOf(alg Algorithm, key string) (*shard, uint64) {
 	h := keyHash(s.seed, alg, key)
 	return s.shards[h&s.mask], h
 }
 
-func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
+func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 	if err := s.err(); err != nil {
 		return Decision{}, err
 	}
-	return s.decideOne(r.p, r.key, r.n)
+	l := Limiter{store: s, mem: s, p: *r.p}
+	return l.allow(ctx, r.key, int(r.n))
 }
 
-// decideOne decides n for key under p. s is not nil and was built
-// without error (New checked both), which lets Limiter.AllowN call it
-// directly.
-func (s *MemoryStore) decideOne(p *params, key string, n int64) (d Decision, err error) {
+// allow is AllowN. With a MemoryStore (l.mem) it decides here, in one
+// function from the clock to the algorithm: every call level costs a copy
+// of the Decision, which is too wide to stay in registers. Anything else,
+// and every error, goes through the Store interface (allowN).
+func (l *Limiter) allow(ctx context.Context, key string, n int) (d Decision, err error) {
+	if l == nil || l.mem == nil || key == "" || n < 0 {
+		return l.allowN(ctx, key, n)
+	}
+	s, p := l.mem, &l.p
 	now, err := s.now()
 	if err != nil {
 		return Decision{}, err
@@ -161,21 +167,11 @@ func (s *MemoryStore) decideOne(p *params, key string, n int64) (d Decision, err
 	h := keyHash(s.seed, p.alg, key)
 	sh := s.shards[h&s.mask]
 	sh.mu.Lock()
-	sh.decide(&d, h, p, key, n, now)
-	sh.mu.Unlock()
-	return d, nil
-}
-
-// emptyLog is the log of a key that has none; nothing writes to it.
-var emptyLog ring
-
-// decide decides n for key (its hash h) under p at now into *d and writes
-// what an allowed request writes.
-func (sh *shard) decide(d *Decision, h uint64, p *params, key string, n, now int64) {
 	i := sh.lookup(h, memKey{key: key, alg: p.alg})
 	if p.alg == SlidingLog {
-		*d = sh.decideLog(h, i, p, key, n, now)
-		return
+		d = sh.decideLog(h, i, p, key, int64(n), now)
+		sh.mu.Unlock()
+		return d, nil
 	}
 	var e *memEntry
 	var st state
@@ -184,7 +180,7 @@ func (sh *shard) decide(d *Decision, h uint64, p *params, key string, n, now int
 		e.used = true
 		st = e.st
 	}
-	next, write := decideStateTo(d, p, st, e != nil, now, n)
+	next, write := decideStateTo(&d, p, st, e != nil, now, int64(n))
 	if write {
 		if e == nil {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
@@ -193,7 +189,12 @@ func (sh *shard) decide(d *Decision, h uint64, p *params, key string, n, now int
 		e.st = next
 		e.expires = now + int64(d.ResetAfter/time.Microsecond)
 	}
+	sh.mu.Unlock()
+	return d, nil
 }
+
+// emptyLog is the log of a key that has none; nothing writes to it.
+var emptyLog ring
 
 // decideLog is decide for the sliding log; i is the key's slot or none.
 func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int64) Decision {
