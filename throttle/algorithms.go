@@ -76,7 +76,7 @@ func ceilDiv(a, b int64) int64 {
 // debt + cost ≤ tau. This is redis-cell's arithmetic with the stale TAT
 // clamped to now (redis-cell's memory store forgets to) and with the
 // emission interval kept exact as a fraction of a microsecond.
-func decideGCRA(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
+func decideGCRA(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	var debt int64
 	if ok {
 		tat, rem := st.a, st.b
@@ -90,12 +90,12 @@ func decideGCRA(p *params, st state, ok bool, now, n int64) (Decision, state, bo
 			debt = min(d, quo(maxDebt, p.den))*p.den + rem
 		}
 	}
-	d, used, allowed := meter(p, debt, now, n)
+	used, allowed := meter(d, p, debt, now, n)
 	if !allowed || n == 0 {
-		return d, st, false
+		return st, false
 	}
 	q := quo(used, p.den)
-	return d, state{a: now + q, b: used - q*p.den, c: p.den}, true
+	return state{a: now + q, b: used - q*p.den, c: p.den}, true
 }
 
 // decideTokenBucket: tokens (in units, a full bucket holds tau) refill by
@@ -103,7 +103,7 @@ func decideGCRA(p *params, st state, ok bool, now, n int64) (Decision, state, bo
 // refused. On a monotone clock it decides exactly as GCRA (tau − tokens is
 // GCRA's debt); when the clock steps back it refills nothing until time
 // passes the last refill again.
-func decideTokenBucket(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
+func decideTokenBucket(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	tokens, last := p.tau, now
 	if ok {
 		tokens, last = st.a, st.b
@@ -125,18 +125,18 @@ func decideTokenBucket(p *params, st state, ok bool, now, n int64) (Decision, st
 			last = now
 		}
 	}
-	d, used, allowed := meter(p, p.tau-tokens, now, n)
+	used, allowed := meter(d, p, p.tau-tokens, now, n)
 	if !allowed || n == 0 {
-		return d, st, false
+		return st, false
 	}
-	return d, state{a: p.tau - used, b: last, c: p.den}, true
+	return state{a: p.tau - used, b: last, c: p.den}, true
 }
 
 // decideLeakyBucket: the funnel of the articles. Water (in units) leaks at
 // den units per µs; a request of n pours n × emission units and is refused
 // when the bucket (tau units) would overflow. It is the token bucket seen
 // from the other side: water = tau − tokens.
-func decideLeakyBucket(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
+func decideLeakyBucket(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	var water int64
 	last := now
 	if ok {
@@ -158,35 +158,35 @@ func decideLeakyBucket(p *params, st state, ok bool, now, n int64) (Decision, st
 			last = now
 		}
 	}
-	d, used, allowed := meter(p, water, now, n)
+	used, allowed := meter(d, p, water, now, n)
 	if !allowed || n == 0 {
-		return d, st, false
+		return st, false
 	}
-	return d, state{a: used, b: last, c: p.den}, true
+	return state{a: used, b: last, c: p.den}, true
 }
 
 // meter decides n for a meter (GCRA or a bucket) whose used capacity is
 // used units of tau. It returns the decision and the used capacity after
 // the request (when allowed).
-func meter(p *params, used, now, n int64) (Decision, int64, bool) {
-	d := Decision{Limit: int(p.limit)}
+func meter(d *Decision, p *params, used, now, n int64) (int64, bool) {
+	*d = Decision{Limit: int(p.limit)}
 	if n > p.burst {
 		d.RetryAfter = Never
 		d.Remaining = int(quo(max(0, p.tau-used), p.emission))
 		d.ResetAfter = us(ceilDiv(used, p.den))
-		return d, used, false
+		return used, false
 	}
 	next := used + n*p.emission
 	if next > p.tau && n > 0 {
 		d.RetryAfter = us(ceilDiv(next-p.tau, p.den))
 		d.Remaining = int(quo(max(0, p.tau-used), p.emission))
 		d.ResetAfter = us(ceilDiv(used, p.den))
-		return d, used, false
+		return used, false
 	}
 	d.Allowed = true
 	d.Remaining = int(quo(max(0, p.tau-next), p.emission))
 	d.ResetAfter = us(ceilDiv(next, p.den))
-	return d, next, true
+	return next, true
 }
 
 // storedWindow is the index, in windows of p.period, of the window that
@@ -199,14 +199,14 @@ func storedWindow(p *params, end int64) int64 {
 // since the Unix epoch, so every process and both stores agree on them. At
 // most count per window; up to 2 × count across a window edge. A clock that
 // steps back into an earlier window keeps counting in the stored one.
-func decideFixedWindow(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
+func decideFixedWindow(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	w := quo(now, p.period)
 	window, count := w, int64(0)
 	if ok && storedWindow(p, st.a) >= w {
 		window, count = storedWindow(p, st.a), st.b
 	}
 	end := (window + 1) * p.period
-	d := Decision{Limit: int(p.limit)}
+	*d = Decision{Limit: int(p.limit)}
 	switch {
 	case n > p.count:
 		d.RetryAfter = Never
@@ -221,9 +221,9 @@ func decideFixedWindow(p *params, st state, ok bool, now, n int64) (Decision, st
 		d.ResetAfter = us(end - now)
 	}
 	if !d.Allowed || n == 0 {
-		return d, st, false
+		return st, false
 	}
-	return d, state{a: end, b: count}, true
+	return state{a: end, b: count}, true
 }
 
 // slidingWindow is a sliding-window key rolled forward to now.
@@ -267,10 +267,10 @@ func (s slidingWindow) fits(p *params, now, n int64) bool {
 // alone must fit), so never more than 2 × count in any interval of length
 // period; Cloudflare measured 0.003 % of 400 million requests wrongly
 // decided on real traffic.
-func decideSlidingWindow(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
+func decideSlidingWindow(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	s := rollSliding(p, st, ok, now)
 	est := s.estimate(p, now)
-	d := Decision{Limit: int(p.limit)}
+	*d = Decision{Limit: int(p.limit)}
 	switch {
 	case n > p.count:
 		d.RetryAfter = Never
@@ -290,9 +290,9 @@ func decideSlidingWindow(p *params, st state, ok bool, now, n int64) (Decision, 
 		d.ResetAfter = us(end - now)
 	}
 	if !d.Allowed || n == 0 {
-		return d, st, false
+		return st, false
 	}
-	return d, state{a: end, b: s.prev, c: s.curr}, true
+	return state{a: end, b: s.prev, c: s.curr}, true
 }
 
 // retryAfter returns the least t ≥ 1 µs after which n fits, if nothing else
@@ -380,16 +380,26 @@ func decideSlidingLog(p *params, log logState, now, n int64) (d Decision, expire
 // decideState dispatches to the state-based algorithms. A meter's state
 // without its denominator (c ≤ 0) was not written by us: it counts as absent.
 func decideState(p *params, st state, ok bool, now, n int64) (Decision, state, bool) {
+	var d Decision
+	next, write := decideStateTo(&d, p, st, ok, now, n)
+	return d, next, write
+}
+
+// decideStateTo is decideState writing the decision to *d. The algorithms
+// write their Decision through a pointer because a five-field struct is
+// not kept in registers: returned by value, it is copied through memory at
+// every call level of the decision path.
+func decideStateTo(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	switch p.alg {
 	case GCRA:
-		return decideGCRA(p, st, ok && st.c > 0, now, n)
+		return decideGCRA(d, p, st, ok && st.c > 0, now, n)
 	case TokenBucket:
-		return decideTokenBucket(p, st, ok && st.c > 0, now, n)
+		return decideTokenBucket(d, p, st, ok && st.c > 0, now, n)
 	case LeakyBucket:
-		return decideLeakyBucket(p, st, ok && st.c > 0, now, n)
+		return decideLeakyBucket(d, p, st, ok && st.c > 0, now, n)
 	case FixedWindow:
-		return decideFixedWindow(p, st, ok, now, n)
+		return decideFixedWindow(d, p, st, ok, now, n)
 	default:
-		return decideSlidingWindow(p, st, ok, now, n)
+		return decideSlidingWindow(d, p, st, ok, now, n)
 	}
 }

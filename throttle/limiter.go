@@ -14,7 +14,11 @@ import (
 // the next.
 type Limiter struct {
 	store Store
-	p     params
+	// mem is store when it is a MemoryStore: AllowN then calls it
+	// directly, without building a request or an interface call, so that
+	// the whole decision on an existing key is a few calls deep.
+	mem *MemoryStore
+	p   params
 }
 
 // New returns a Limiter that applies limit with alg, keeping state in
@@ -31,7 +35,8 @@ func New(store Store, alg Algorithm, limit Limit) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{store: store, p: p}, nil
+	mem, _ := store.(*MemoryStore)
+	return &Limiter{store: store, mem: mem, p: p}, nil
 }
 
 // Algorithm returns the limiter's algorithm.
@@ -44,7 +49,7 @@ func (l *Limiter) Limit() Limit {
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	return l.allow(ctx, key, 1)
 }
 
 // AllowN decides whether key may do n now and, if so, counts it. n = 0
@@ -56,6 +61,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // ErrStore (with the store's own error); the Decision is then the zero
 // value, which refuses.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
+	return l.allow(ctx, key, n) // small enough to inline: one call less
+}
+
+// allowN is AllowN through the Store interface, and every error.
+func (l *Limiter) allowN(ctx context.Context, key string, n int) (Decision, error) {
 	r, err := l.request(key, n)
 	if err != nil {
 		return Decision{}, err

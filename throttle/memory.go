@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -58,6 +59,11 @@ type MemoryStats struct {
 // and by every call (ErrInvalidOption), never by a panic.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	cfg := buildStoreConfig(opts)
+	if cfg.refusalCache > 0 {
+		// A refusal cache saves round trips; a MemoryStore has none, and
+		// taking the option silently would let a caller believe it works.
+		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore only", ErrInvalidOption))
+	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
 	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
 	s.shards = make([]*shard, n)
@@ -92,9 +98,20 @@ func (s *MemoryStore) err() error {
 	return s.cfgErr
 }
 
+// now is the store's time in µs. Without WithClock it is the wall clock,
+// read as the last wall reading plus the monotonic time since: time.Since
+// reads one clock where time.Now reads two (BenchmarkClockRead). The wall
+// clock is read again every wallRefresh (readWall), so a step of the wall
+// clock is followed within a second (a step back is safe: see
+// MemoryStore).
 func (s *MemoryStore) now() (int64, error) {
 	if s.clock == nil {
-		return s.wallMicros()
+		if a := s.wall.Load(); a != nil {
+			if el := time.Since(a.t); el >= 0 && el < wallRefresh {
+				return a.micros + int64(el/time.Microsecond), nil
+			}
+		}
+		return s.readWall()
 	}
 	return micros(s.clock.Now())
 }
@@ -108,18 +125,8 @@ type wallAnchor struct {
 // wallRefresh is how long the wall clock is extrapolated from one reading.
 const wallRefresh = time.Second
 
-// wallMicros is the wall clock in µs, read as the last wall reading plus
-// the monotonic time since: time.Since reads one clock where time.Now
-// reads two (BenchmarkClockRead). The
-// wall clock is read again every wallRefresh, so a step of the wall clock
-// is followed within a second (a step back is safe: see MemoryStore).
-func (s *MemoryStore) wallMicros() (int64, error) {
-	a := s.wall.Load()
-	if a != nil {
-		if el := time.Since(a.t); el >= 0 && el < wallRefresh {
-			return a.micros + int64(el/time.Microsecond), nil
-		}
-	}
+// readWall reads the wall clock and makes it the new anchor.
+func (s *MemoryStore) readWall() (int64, error) {
 	t := time.Now()
 	us, err := micros(t)
 	if err != nil {
@@ -129,23 +136,59 @@ func (s *MemoryStore) wallMicros() (int64, error) {
 	return us, nil
 }
 
-// shardOf returns the shard that holds (alg, key) and the key's hash.
+// shardOf returns the shard that holds (alg, key) and the key's hash
+// (Limiter.allow does the same inline).
 func (s *MemoryStore) shardOf(alg Algorithm, key string) (*shard, uint64) {
 	h := keyHash(s.seed, alg, key)
 	return s.shards[h&s.mask], h
 }
 
-func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
+func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 	if err := s.err(); err != nil {
 		return Decision{}, err
 	}
+	l := Limiter{store: s, mem: s, p: *r.p}
+	return l.allow(ctx, r.key, int(r.n))
+}
+
+// allow is AllowN. With a MemoryStore (l.mem) it decides here, in one
+// function from the clock to the algorithm: every call level costs a copy
+// of the Decision, which is too wide to stay in registers. Anything else,
+// and every error, goes through the Store interface (allowN).
+func (l *Limiter) allow(ctx context.Context, key string, n int) (d Decision, err error) {
+	if l == nil || l.mem == nil || key == "" || n < 0 {
+		return l.allowN(ctx, key, n)
+	}
+	s, p := l.mem, &l.p
 	now, err := s.now()
 	if err != nil {
 		return Decision{}, err
 	}
-	sh, h := s.shardOf(r.p.alg, r.key)
+	h := keyHash(s.seed, p.alg, key)
+	sh := s.shards[h&s.mask]
 	sh.mu.Lock()
-	d := sh.decide(h, &r, now)
+	i := sh.lookup(h, memKey{key: key, alg: p.alg})
+	if p.alg == SlidingLog {
+		d = sh.decideLog(h, i, p, key, int64(n), now)
+		sh.mu.Unlock()
+		return d, nil
+	}
+	var e *memEntry
+	var st state
+	if i != none {
+		e = &sh.entries[i]
+		e.used = true
+		st = e.st
+	}
+	next, write := decideStateTo(&d, p, st, e != nil, now, int64(n))
+	if write {
+		if e == nil {
+			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
+			e = &sh.entries[i]
+		}
+		e.st = next
+		e.expires = now + int64(d.ResetAfter/time.Microsecond)
+	}
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -153,43 +196,22 @@ func (s *MemoryStore) decide(_ context.Context, r request) (Decision, error) {
 // emptyLog is the log of a key that has none; nothing writes to it.
 var emptyLog ring
 
-// decide decides r (its key's hash h) at now and writes what an allowed
-// request writes.
-func (sh *shard) decide(h uint64, r *request, now int64) Decision {
-	k := memKey{key: r.key, alg: r.p.alg}
-	i := sh.lookup(h, k)
+// decideLog is decide for the sliding log; i is the key's slot or none.
+func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int64) Decision {
+	log := &emptyLog
 	if i != none {
 		sh.entries[i].used = true
+		log = sh.entries[i].log
 	}
-	if r.p.alg == SlidingLog {
-		log := &emptyLog
-		if i != none {
-			log = sh.entries[i].log
-		}
-		d, expired, at, write := decideSlidingLog(r.p, log, now, r.n)
-		if write {
-			if i == none {
-				i = sh.insert(h, k, now)
-				sh.entries[i].log = &ring{}
-			}
-			e := &sh.entries[i]
-			e.log.drop(expired)
-			e.log.push(at, int(r.n))
-			e.expires = now + int64(d.ResetAfter/time.Microsecond)
-		}
-		return d
-	}
-	var st state
-	if i != none {
-		st = sh.entries[i].st
-	}
-	d, next, write := decideState(r.p, st, i != none, now, r.n)
+	d, expired, at, write := decideSlidingLog(p, log, now, n)
 	if write {
 		if i == none {
-			i = sh.insert(h, k, now)
+			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
+			sh.entries[i].log = &ring{}
 		}
 		e := &sh.entries[i]
-		e.st = next
+		e.log.drop(expired)
+		e.log.push(at, int(n))
 		e.expires = now + int64(d.ResetAfter/time.Microsecond)
 	}
 	return d

@@ -134,7 +134,7 @@ func TestMemoryReset(t *testing.T) {
 }
 
 func TestMemoryOptionErrors(t *testing.T) {
-	for _, opt := range []StoreOption{WithMaxKeys(0), WithClock(nil), nil, WithKeyPrefix("{x}")} {
+	for _, opt := range []StoreOption{WithMaxKeys(0), WithClock(nil), nil, WithKeyPrefix("{x}"), WithRefusalCache(10)} {
 		s := NewMemoryStore(opt)
 		if _, err := New(s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New over a store with a bad option: %v, want ErrInvalidOption", err)

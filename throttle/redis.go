@@ -21,9 +21,10 @@ import (
 // The state of (algorithm, key) lives in the Redis key
 // prefix + tag + ":" + key, with prefix DefaultKeyPrefix ("throttle:") or
 // WithKeyPrefix's, and tag one of gcra, tb, lb, fw, sw, sl. GCRA, the
-// buckets and the windows keep their three integers as the string "a,b,c"
-// (one GET, one SET with PX: a hash would cost a PEXPIRE more per
-// decision); the sliding log keeps a sorted set with one member per
+// buckets and the windows keep their three integers as a 24-byte string,
+// three big-endian IEEE doubles (one GET, one SET with PX: a hash would
+// cost a PEXPIRE more per decision; binary because the script unpacks it
+// in one call instead of converting three decimals); the sliding log keeps a sorted set with one member per
 // admitted unit, "<µs>:<i>", scored by its time in µs. Every key a script
 // touches is passed in KEYS, so Redis Cluster and proxies route it. Every
 // write sets a TTL, never below one second: until the key is back to its
@@ -177,10 +178,7 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 			return d, nil
 		}
 	}
-	args := checkArgs(make([]any, 1, 11), &r)
-	args[0] = now
-	args = append(args, s.ttlFloor)
-	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, args)
+	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, []any{oneArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
 	}

@@ -2,8 +2,10 @@ package throttle
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,13 +80,17 @@ func newRedisClient(t testing.TB, addr string) *redis.Client {
 }
 
 func TestRedisScriptsAreThePorts(t *testing.T) {
-	// Each single-request script holds its own algorithm only, and the
+	// Each single-request script holds its own algorithm only (GCRA's is
+	// the flat gcra_one.lua, without the prelude's decide table), and the
 	// AllowAll script all six.
+	if oneScripts[GCRA].src != mustLua("gcra_one.lua") {
+		t.Error("GCRA's single-request script is not gcra_one.lua")
+	}
 	for a := GCRA; a <= SlidingLog; a++ {
 		src := oneScripts[a].src
 		for b := GCRA; b <= SlidingLog; b++ {
 			has := strings.Contains(src, fmt.Sprintf("decide[%d] = function", b))
-			if has != (a == b) {
+			if has != (a == b && a != GCRA) {
 				t.Errorf("script for %v: has decide[%d] = %v", a, b, has)
 			}
 		}
@@ -158,9 +164,14 @@ func TestRedisKeyLayout(t *testing.T) {
 			t.Errorf("%v: %s has no TTL (%v)", alg, rk, ttl)
 		}
 	}
-	// A state is three integers; the window's first is where it ends.
-	if v := f.client.Get(ctx, "app:fw:{u}:k").Val(); v != fmt.Sprintf("%d,2,0", clocktest.Epoch.UnixMicro()+60_000_000) {
-		t.Errorf("fixed window state %q", v)
+	// A state is three integers as big-endian doubles; the window's first
+	// is where it ends.
+	state := make([]byte, 0, 24)
+	for _, x := range []int64{clocktest.Epoch.UnixMicro() + 60_000_000, 2, 0} {
+		state = binary.BigEndian.AppendUint64(state, math.Float64bits(float64(x)))
+	}
+	if v := f.client.Get(ctx, "app:fw:{u}:k").Val(); v != string(state) {
+		t.Errorf("fixed window state %x, want %x", v, state)
 	}
 	// Two units in the same microsecond are two members.
 	if m := f.client.ZRange(ctx, "app:sl:{u}:k", 0, -1).Val(); len(m) != 2 || m[0] == m[1] {
@@ -191,7 +202,12 @@ func TestRedisWrongType(t *testing.T) {
 			"string": func(k string) { f.client.Set(ctx, k, "x", 0) },
 			"hash":   func(k string) { f.client.HSet(ctx, k, "a", "1") },
 			"short":  func(k string) { f.client.Set(ctx, k, "1,2", 0) },
-			"list":   func(k string) { f.client.RPush(ctx, k, "x") },
+			// 24 bytes, the size of a state, but not three integers in
+			// [0, 2^53): huge, NaN, a fraction.
+			"huge":     func(k string) { f.client.Set(ctx, k, strings.Repeat("x", 24), 0) },
+			"nan":      func(k string) { f.client.Set(ctx, k, strings.Repeat("\xff", 24), 0) },
+			"fraction": func(k string) { f.client.Set(ctx, k, strings.Repeat("\x3f\xe0\x00\x00\x00\x00\x00\x00", 3), 0) },
+			"list":     func(k string) { f.client.RPush(ctx, k, "x") },
 			"zset": func(k string) {
 				if alg == SlidingLog {
 					f.client.ZAdd(ctx, k, redis.Z{Score: 1e300, Member: "m"}) // live, and not a µs time

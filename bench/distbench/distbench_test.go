@@ -150,7 +150,7 @@ func startMeter(b *testing.B, c *redis.Client) *redisMeter {
 // report adds, per second of the measured loop, the scripts this process
 // ran (evalsha/s: EVALSHA and EVAL, the commands it sent) and all the
 // commands the server executed (redis-cmds/s: those plus the ones the
-// scripts ran inside, TIME, HGETALL, HSET, ...), and EVALSHA's
+// scripts ran inside, TIME, GET, SET, ...), and EVALSHA's
 // usec_per_call (evalsha-µs/call). The meter's own CONFIG and INFO are not
 // counted.
 func (m *redisMeter) report(b *testing.B) {

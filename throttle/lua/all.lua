@@ -20,6 +20,7 @@ local function flush()
 end
 
 
+MINTTL = tonumber(ARGV[#ARGV])
 local now = clocknow(ARGV[1])
 local commit = ARGV[2] == '1'
 local checks = {}

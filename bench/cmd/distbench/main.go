@@ -13,6 +13,11 @@
 //
 //	cd bench && go run ./cmd/distbench -count 5 -bench Keyed
 //
+// With -scriptcost N it measures instead each throttle script's server
+// time against redis_rate's, alternating them (see scriptcost.go):
+//
+//	cd bench && go run ./cmd/distbench -scriptcost 20000 -count 7
+//
 // As cmd/ratios does, it compiles the benchmarks once and runs the binary
 // count times with -test.count=1, so that each round measures the three
 // within seconds of each other and the per-round ratios compare like with
@@ -43,7 +48,16 @@ func main() {
 	warm := flag.Duration("warm", 3*time.Second, "-fleet: warm-up before each measurement")
 	measure := flag.Duration("measure", 10*time.Second, "-fleet: measured window per fleet size")
 	bench := flag.String("bench", "^BenchmarkDecision", "-test.bench of each run: ^BenchmarkDecision (the distributed table) or Keyed (the keyed Redis table)")
+	scriptcost := flag.Int("scriptcost", 0, "instead: the script-cost measurement, this many calls per subject and round (see scriptcost.go)")
+	callers := flag.Int("callers", 1, "-scriptcost: concurrent callers")
 	flag.Parse()
+	if *scriptcost > 0 {
+		if err := runScriptCost(*scriptcost, *count, max(1, *callers), os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "distbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *fleet != "" {
 		sizes, err := parseSizes(*fleet)
 		if err == nil {
