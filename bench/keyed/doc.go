@@ -5,6 +5,9 @@
 //
 //	cd bench && go run ./cmd/ratios -dir ./keyed -goals keyed -count 5
 //
+// instructions.sh counts the instructions and cache misses of one decision
+// under callgrind, which the load of a shared machine does not move.
+//
 // The package has no code besides its benchmarks; it lives in the bench
 // module so that the peers never enter the root module's dependencies.
 package keyed
