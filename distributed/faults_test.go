@@ -122,7 +122,12 @@ func TestKillRestartFailOpen(t *testing.T) {
 	}
 	srv.Restart()
 	drive(base, 3*time.Second, 400, a, b)
-	if st := a.Stats(); st.InFallback || st.FallbackTime < 2*time.Second {
+	// The fallback starts only once the leases in hand are spent (about a
+	// lease duration, 100 ms, at this demand) and once a background lease
+	// call has failed, which runs on the real clock while the test moves
+	// the fake one: under load it fails a few fake milliseconds later (CI
+	// once saw 1.99 s). So it covers the 2 s outage less those.
+	if st := a.Stats(); st.InFallback || st.FallbackTime < 2*time.Second-200*time.Millisecond {
 		t.Fatalf("a after restart: %+v", st)
 	}
 	before := a.Stats().PermitsLeased + b.Stats().PermitsLeased
