@@ -56,16 +56,40 @@ func (l *Limiter) baseArgsLocked(op string) []any {
 	}
 }
 
+// leaseArgsLocked are the arguments of a lease in lease.lua's compact
+// form: the numbers packed in one string, the registry field and the unit.
+// Redis makes a Lua string of every argument of every call, and converts
+// every decimal one with strtod: the 18 arguments of the long form cost
+// the server about as much as the lease's arithmetic.
 func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
-	return append(l.baseArgsLocked("lease"),
-		need,
-		l.wantLocked(),
-		micros(wait),
-		f64(l.reported),
-		micros(l.cfg.leaseDuration),
+	kind := 0.0
+	if l.kind == "w" {
+		kind = 1
+	}
+	join := 0.0
+	switch l.joinArgLocked() {
+	case "1":
+		join = 1
+	case "2":
+		join = 2
+	}
+	return []any{
+		packDoubles(float64(l.redisNow()), kind, l.rate, l.cfg.maxBurstSeconds, float64(micros(l.cfg.warmup)),
+			l.cfg.coldFactor, float64(l.configVersion), float64(micros(l.cfg.leaseValidity)),
+			float64(micros(l.cfg.registryTTL)), float64(need), float64(l.wantLocked()), float64(micros(wait)),
+			l.reported, float64(micros(l.cfg.leaseDuration)), join),
+		"p:" + l.cfg.processID,
 		l.unitArgLocked(),
-		l.joinArgLocked(),
-	)
+	}
+}
+
+// packDoubles packs xs as little-endian doubles, read back bit for bit.
+func packDoubles(xs ...float64) string {
+	b := make([]byte, 0, 8*len(xs))
+	for _, x := range xs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return string(b)
 }
 
 // unitArgLocked is the unit a lease records if it creates the state: once
@@ -110,7 +134,7 @@ func (l *Limiter) call(args []any) (reply, error) {
 	// below. If we give up first, the deadline has already cancelled ctx.
 	defer cancel()
 	type result struct {
-		v   []any
+		v   any
 		err error
 	}
 	ch := make(chan result, 1)
@@ -126,7 +150,7 @@ func (l *Limiter) call(args []any) (reply, error) {
 				ch <- result{err: fmt.Errorf("%w: the redis client panicked: %v", ErrMisconfigured, p)}
 			}
 		}()
-		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).Slice()
+		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).Result()
 		ch <- result{v, err}
 	}()
 	var res result
@@ -210,10 +234,18 @@ func IsMisconfiguration(err error) bool {
 
 // parseReply reads lease.lua's reply: integers (µs, counts, the version,
 // the state's birth) and two packed little-endian doubles (the rate and
-// the capacity), so that no value goes through a decimal string.
-func parseReply(v []any) (reply, error) {
+// the capacity), so that no value goes through a decimal string; or
+// hot.lua's, the same nine numbers packed in one string.
+func parseReply(r any) (reply, error) {
+	if s, ok := r.(string); ok && len(s) == 72 {
+		return parseHotReply(s)
+	}
+	v, ok := r.([]any)
 	bad := func(why string) (reply, error) {
-		return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %s", v, why)
+		return reply{}, fmt.Errorf("distributed: unexpected script reply %q: %s", r, why)
+	}
+	if !ok {
+		return bad("not an array")
 	}
 	if len(v) != 9 && len(v) != 11 && len(v) != 12 {
 		return bad("want 9, 11 or 12 elements")
@@ -267,4 +299,45 @@ func parseReply(v []any) (reply, error) {
 		maxPermits:    doubles[1],
 		incarnation:   ints[8],
 	}, nil
+}
+
+// parseHotReply reads hot.lua's reply: lease.lua's nine numbers as
+// little-endian doubles. The integers among them are converted as Redis
+// converts a Lua number to an integer reply (a C cast), so that both
+// paths answer alike.
+func parseHotReply(s string) (reply, error) {
+	var x [9]float64
+	for i := range x {
+		x[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i:])))
+	}
+	var ints [9]int64
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 8} {
+		ints[i] = luaInteger(x[i])
+	}
+	for _, i := range []int{0, 1, 2, 3, 4} {
+		if ints[i] < 0 {
+			return reply{}, fmt.Errorf("distributed: unexpected script reply %v: negative value", x)
+		}
+	}
+	return reply{
+		granted:       ints[0],
+		wait:          sat.Scale(ints[1], time.Microsecond),
+		ahead:         sat.Scale(ints[2], time.Microsecond),
+		validity:      sat.Scale(ints[3], time.Microsecond),
+		processes:     int(min(ints[4], 1<<31)),
+		configVersion: ints[5],
+		rate:          x[6],
+		maxPermits:    x[7],
+		incarnation:   ints[8],
+	}, nil
+}
+
+// luaInteger is (long long)x as Redis's Lua-to-reply conversion does it on
+// amd64 and arm64 alike for numbers in range: truncation toward zero. Out
+// of range (and NaN) it is the smallest int64, which no reply accepts.
+func luaInteger(x float64) int64 {
+	if !(x > -0x1p63 && x < 0x1p63) {
+		return math.MinInt64
+	}
+	return int64(x)
 }

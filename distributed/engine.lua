@@ -222,8 +222,9 @@ local function loadState(key, extra)
 end
 
 -- saveState writes the state if it changed since loadState (a new one
--- always, with its readable configuration).
-local function saveState(key, s, extra)
+-- always, with its readable configuration), and the field f with the value
+-- fv if given, in the same command.
+local function saveState(key, s, extra, f, fv)
   local x = {}
   for i = 1, #STATE_FIELDS do x[i] = s[STATE_FIELDS[i]] end
   if s.kind == 'w' then x[1] = 1 else x[1] = 0 end
@@ -231,13 +232,17 @@ local function saveState(key, s, extra)
     for i = 1, #extra do x[#STATE_FIELDS + i] = s[extra[i]] end
   end
   local v = struct.pack((layout(extra)), unpack(x))
-  if v == s.packed then return end
+  local args = {}
+  if v ~= s.packed then args = {'e', v} end
   if s.packed == nil then
-    redis.call('HSET', key, 'e', v, 'kind', s.kind, 'burst', enc(s.burst), 'warmup', enc(s.warmup), 'cold', enc(s.cold),
-      'unit', s.unit or '')
-  else
-    redis.call('HSET', key, 'e', v)
+    args = {'e', v, 'kind', s.kind, 'burst', enc(s.burst), 'warmup', enc(s.warmup), 'cold', enc(s.cold),
+      'unit', s.unit or ''}
   end
+  if f then
+    args[#args + 1] = f
+    args[#args + 1] = fv
+  end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
 end
 
 -- encDouble packs x for a reply: 8 bytes, read back bit for bit.

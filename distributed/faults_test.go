@@ -34,8 +34,8 @@ func TestWrongTypeKey(t *testing.T) {
 	if got := srv.CLI("GET", "ratelimit:{wt}:state"); got != "not a hash" {
 		t.Fatalf("the foreign key was changed to %q", got)
 	}
-	srv.CLI("DEL", "ratelimit:{wt}:procs")
-	srv.CLI("SET", "ratelimit:{wt2}:procs", "x")
+	srv.CLI("DEL", "ratelimit:{wt}:demand")
+	srv.CLI("SET", "ratelimit:{wt2}:demand", "x")
 	l2 := newSim(t, c, "wt2", "p", 100, base, WithFailClosed())
 	if l2.TryAcquire(1, 0) {
 		t.Fatal("admitted over a wrong-type registry key")
@@ -48,7 +48,7 @@ func TestWrongTypeKey(t *testing.T) {
 	if err := l2.SetRate(50); err == nil || !strings.Contains(err.Error(), "registry") {
 		t.Fatalf("SetRate over a wrong-type registry key: %v", err)
 	}
-	if got, ttl := srv.CLI("GET", "ratelimit:{wt2}:procs"), srv.CLI("PTTL", "ratelimit:{wt2}:procs"); got != "x" || ttl != "-1" {
+	if got, ttl := srv.CLI("GET", "ratelimit:{wt2}:demand"), srv.CLI("PTTL", "ratelimit:{wt2}:demand"); got != "x" || ttl != "-1" {
 		t.Fatalf("the foreign registry key was changed: %q, PTTL %s", got, ttl)
 	}
 	if n := srv.CLI("EXISTS", "ratelimit:{wt2}:state"); n != "0" {
@@ -200,7 +200,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("cluster admitted %v in 3 s at %v/s (bound %v)", got, rate, bound)
 	}
 	node := cl.NodeForKey(t, "ratelimit:{clu}:state")
-	if n := node.CLI("EXISTS", "ratelimit:{clu}:state", "ratelimit:{clu}:procs"); n != "2" {
+	if n := node.CLI("EXISTS", "ratelimit:{clu}:state", "ratelimit:{clu}:demand"); n != "2" {
 		t.Fatalf("keys on the slot owner: %s", n)
 	}
 	// kill -9 the slot owner: both fall back to half the rate each; the

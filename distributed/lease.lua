@@ -1,12 +1,14 @@
 -- lease.lua: the distributed limiter's protocol, appended to engine.lua.
 --
--- KEYS[1]  the state hash     ratelimit:{name}:state    (one smooth engine,
---                             plus the cached fair share: see below)
--- KEYS[2]  the registry       ratelimit:{name}:procs    (process id ->
---                             slot, bucket, pnext: three packed doubles)
--- KEYS[3]  the demand counts  ratelimit:{name}:demand   ("parity:bucket" ->
+-- KEYS[1]  the state hash     ratelimit:{name}:state    (field 'e': one
+--                             smooth engine, plus the cached fair share: see
+--                             below; and the registry: field 'p:' .. process
+--                             id -> slot, bucket, pnext, three packed doubles)
+-- KEYS[2]  the demand counts  ratelimit:{name}:demand   ("parity:bucket" ->
 --                             processes)
--- All share the hash tag {name}, so they live in one cluster slot.
+-- Both share the hash tag {name}, so they live in one cluster slot. The
+-- registry lives in the state's hash so that one HMGET reads, and one HSET
+-- writes, everything a lease needs.
 --
 -- Every lease does O(1) work in the number of processes. Time is cut into
 -- registry slots of regttl/2. A process counts in the fleet if it called
@@ -17,10 +19,17 @@
 -- last call, with no scan of the registry. The histogram counts processes
 -- per demand bucket (1/16 octave: a demand is rounded to within 2.2 %);
 -- the water level of the max-min fair share is computed from it, and
--- cached in the state, at most every REFRESH µs. Dead registry entries
--- (they no longer count) are swept a few at a time with HSCAN.
+-- cached in the state, at most every REFRESH µs and only when some count
+-- changed since (or a slot began). Dead registry entries (they no longer
+-- count) are swept a few at a time with HSCAN.
 --
--- ARGV (all numbers as decimal strings):
+-- hot.lua, which runs before this file, answers the common lease with the
+-- same arithmetic and no closures; everything else comes here.
+--
+-- ARGV, the long form (all numbers as decimal strings; a lease may also
+-- come in the compact form: ARGV[1] the numbers of 2, 3 (0 for 'b', 1 for
+-- 'w'), 4–8, 10–16 and 18 packed as 15 little-endian doubles, ARGV[2]
+-- 'p:' .. pid, ARGV[3] the unit):
 --  1 op        'lease' | 'refund' | 'setrate'
 --  2 now       µs on the Redis clock; 0 means "read TIME" (anything else is
 --              for tests only)
@@ -75,15 +84,27 @@ local SWEEP = 64
 -- registry slot the demand counts belong to (-1: none yet), the cached
 -- water level (+Inf when the fleet wants less than the rate), the spare
 -- rate per process in that case, the process count, when they were
--- computed, the sweep's HSCAN cursor, and until when the state's TTL
+-- computed (lvt: negated once a count has changed since, 0 to recompute at
+-- the next lease), the sweep's HSCAN cursor, and until when the state's TTL
 -- lasts (µs; the TTL is set again only when a lease needs it longer).
 local FLEET = {'slot', 'lvl', 'spr', 'np', 'lvt', 'sc', 'exp'}
 -- ZERO is the bucket of a process that has not measured its demand yet:
 -- 2^(ZERO/BUCKETS) is 0.
 local ZERO = -1e9
 
-local op = ARGV[1]
-local now = tonumber(ARGV[2])
+-- A lease comes in the compact form (three arguments: the numbers packed,
+-- 'p:' .. pid, unit; see hot.lua), refund and setrate in the long one: A
+-- is the long form either way.
+local A = ARGV
+if #ARGV == 3 then
+  local now0, kind, rate, burst, warmup, cold, ver, validity, regttl, need, want, maxWait, demand, tau, join =
+    struct.unpack('<ddddddddddddddd', ARGV[1])
+  if kind == 1 then kind = 'w' else kind = 'b' end
+  A = {'lease', now0, kind, rate, burst, warmup, cold, ver, string.sub(ARGV[2], 3), validity, regttl, need, want,
+    maxWait, demand, tau, ARGV[3], string.format('%d', join)}
+end
+local op = A[1]
+local now = tonumber(A[2])
 -- With Redis's own time, the TTLs run on the clock the script reads, so
 -- the script knows how long they last; with an explicit (test) time it
 -- does not, and sets them on every call.
@@ -92,9 +113,9 @@ if now <= 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1e6 + tonumber(t[2])
 end
-local callerRate, callerVer = dec(ARGV[4]), tonumber(ARGV[8])
-local pid = ARGV[9]
-local validity, regTTL = tonumber(ARGV[10]), tonumber(ARGV[11])
+local callerRate, callerVer = dec(A[4]), tonumber(A[8])
+local pid = 'p:' .. A[9]
+local validity, regTTL = tonumber(A[10]), tonumber(A[11])
 local slotLen = math.max(1, math.floor(regTTL / 2))
 
 -- Registry: refuse a wrong-typed key with a clear error, before anything
@@ -102,10 +123,8 @@ local slotLen = math.max(1, math.floor(regTTL / 2))
 -- learns the registry's type from its HGET below and the histogram's from
 -- its HGETALL; a refund or setrate, which are rare, asks TYPE.
 if op ~= 'lease' then
-  for i = 2, 3 do
-    local rt = redis.call('TYPE', KEYS[i])['ok']
-    if rt ~= 'none' and rt ~= 'hash' then return wrongType(KEYS[i], 'registry') end
-  end
+  local rt = redis.call('TYPE', KEYS[2])['ok']
+  if rt ~= 'none' and rt ~= 'hash' then return wrongType(KEYS[2], 'registry') end
 end
 
 -- parseEntry reads a registry entry (slot, bucket, pnext); nil if absent
@@ -118,42 +137,52 @@ end
 
 -- count moves a process in or out of the demand histogram of a slot. An
 -- empty bucket is deleted, so that the histogram holds only the buckets
--- some process is in.
+-- some process is in. A bucket made anew may be a histogram made anew, so
+-- the histogram's TTL is set again (created).
+local created = false
 local function count(sl, b, by)
   local f = (sl % 2) .. ':' .. string.format('%d', b)
-  if redis.call('HINCRBY', KEYS[3], f, by) <= 0 then redis.call('HDEL', KEYS[3], f) end
+  local c = redis.call('HINCRBY', KEYS[2], f, by)
+  if c <= 0 then redis.call('HDEL', KEYS[2], f) elseif c == by then created = true end
+end
+
+-- dirty marks the cached level as out of date: recomputed REFRESH µs after
+-- it was computed (at once if that is past).
+local function dirty(s)
+  if s.lvt > 0 then s.lvt = -s.lvt end
 end
 
 -- leave removes the caller from the registry and from the counts of the
 -- slot it is counted in (the state's slot or the one before).
 local function leave(s)
-  local sl, b = parseEntry(redis.call('HGET', KEYS[2], pid))
-  if sl ~= nil and s ~= nil and s.slot >= 0 and (sl == s.slot or sl == s.slot - 1) then
+  local sl, b = parseEntry(redis.call('HGET', KEYS[1], pid))
+  if sl ~= nil and s.slot >= 0 and (sl == s.slot or sl == s.slot - 1) then
     count(sl, b, -1)
     s.lvt = 0 -- the next lease recomputes the level without the caller
   end
-  redis.call('HDEL', KEYS[2], pid)
+  redis.call('HDEL', KEYS[1], pid)
 end
 
 local s = loadState(KEYS[1], FLEET)
 local fresh = false
 if s == nil then
   if op == 'refund' then
-    -- Nothing to give back to: the state the permits came from is gone.
-    if ARGV[14] == '1' then redis.call('HDEL', KEYS[2], pid) end
+    -- Nothing to give back to: the state the permits came from (and the
+    -- registry in it) is gone.
     return {0, 0, 0, 0, 0, 0, encDouble(callerRate), encDouble(0), 0}
   end
-  s = newState(ARGV[3], dec(ARGV[5]), tonumber(ARGV[6]), dec(ARGV[7]))
+  s = newState(A[3], dec(A[5]), tonumber(A[6]), dec(A[7]))
   s.ver, s.lc, s.born = math.max(1, callerVer), 0, now
   setRate(s, callerRate, now)
   s.slot, s.lvl, s.spr, s.np, s.lvt, s.sc, s.exp = -1, INF, 0, 1, -INF, 0, 0
-  s.unit = ARGV[17]
+  s.unit = A[17]
   fresh = true
 elseif callerVer > s.ver and op ~= 'refund' then
   -- The state was lost and recreated by a process that knew an older
   -- configuration: the newer one wins, applied once.
   setRate(s, callerRate, now)
   s.ver = callerVer
+  s.lvt = 0 -- the level is a share of the old rate
 end
 
 -- A clock that stepped back leaves next absurdly far ahead; legitimate debt
@@ -171,26 +200,26 @@ local function ttlMs(extra)
   return ms
 end
 
--- persist writes the state and makes sure its TTL lasts as long as this
--- call needs. The TTL is set with a second to spare, so that most leases
--- find it long enough and set nothing.
-local function persist()
+-- persist writes the state (and the caller's registry entry, if given)
+-- and makes sure its TTL lasts as long as this call needs. The TTL is set
+-- with a second to spare, so that most leases find it long enough and set
+-- nothing.
+local function persist(entry)
   local ms = ttlMs(2 * validity + regTTL)
   local setTTL = explicitTime or now + ms * 1000 > s.exp or s.exp - now > (ms + 2000) * 1000
   if setTTL then
     ms = math.min(ms + 1000, MAX_TTL_MS)
     s.exp = now + ms * 1000
   end
-  saveState(KEYS[1], s, FLEET)
+  saveState(KEYS[1], s, FLEET, entry and pid, entry)
   if setTTL then redis.call('PEXPIRE', KEYS[1], ms) end
 end
 
--- The registry's keys live 2 × regttl after their last refresh: by then
--- nothing in them counts any more.
-local function expireRegistry()
-  local ms = math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000))
-  redis.call('PEXPIRE', KEYS[2], ms)
-  redis.call('PEXPIRE', KEYS[3], ms)
+-- The demand histogram lives 2 × regttl after a new slot began or a bucket
+-- was made: by then nothing in it counts any more, and any lease after
+-- that begins a new slot, which sets the TTL again.
+local function expireDemand()
+  redis.call('PEXPIRE', KEYS[2], math.max(MIN_TTL_MS, math.ceil(2 * regTTL / 1000)))
 end
 
 -- Integers go back as integer replies (every one is a whole number of µs
@@ -205,7 +234,7 @@ local function reply(granted, wait, aheadBy, valid, procs)
 end
 
 if op == 'setrate' then
-  setRate(s, dec(ARGV[12]), now)
+  setRate(s, dec(A[12]), now)
   s.ver = s.ver + 1
   s.lvt = 0 -- the level is a share of the old rate
   persist()
@@ -213,11 +242,11 @@ if op == 'setrate' then
 end
 
 if op == 'refund' then
-  local n, lv = tonumber(ARGV[12]), tonumber(ARGV[13])
+  local n, lv = tonumber(A[12]), tonumber(A[13])
   local refunded = 0
   -- Only permits debited from this very state, under its current config:
   -- a state recreated after FLUSHALL never saw them.
-  if lv == s.ver and tonumber(ARGV[15]) == s.born and n > 0 then
+  if lv == s.ver and tonumber(A[15]) == s.born and n > 0 then
     resync(s, now)
     -- Roll nextFreeTicket back by the permits' price at the stable rate,
     -- never before now: time that has passed cannot be given back.
@@ -227,7 +256,7 @@ if op == 'refund' then
       if s.interval > 0 then refunded = math.floor(back / s.interval) else refunded = n end
     end
   end
-  if ARGV[14] == '1' then leave(s) end
+  if A[14] == '1' then leave(s) end
   persist()
   return reply(refunded, 0, 0, 0, 0)
 end
@@ -236,15 +265,15 @@ if op ~= 'lease' then
   return error({err = 'ERR ratelimit: unknown op ' .. tostring(op)})
 end
 
-local need, want, maxWait = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local demand, tau = dec(ARGV[15]), tonumber(ARGV[16])
+local need, want, maxWait = tonumber(A[12]), tonumber(A[13]), tonumber(A[14])
+local demand, tau = dec(A[15]), tonumber(A[16])
 if maxWait > MAX_WAIT then maxWait = MAX_WAIT end
 
 -- A limiter's first leases learn what the name holds: its kind and unit
 -- (the rate is in every reply). Asked to, refuse to join a limiter of
 -- another rate, kind or unit, before anything is written: two programs
 -- that picked the same name by accident must not share one limit.
-local join, unit = ARGV[18] or '0', ARGV[17] or ''
+local join, unit = A[18] or '0', A[17] or ''
 if join ~= '0' then
   local storedUnit = unit
   if not fresh then storedUnit = redis.call('HGET', KEYS[1], 'unit') or '' end
@@ -252,7 +281,7 @@ if join ~= '0' then
   local r = rateOf(s)
   local sameRate = r == callerRate or
     (r < INF and callerRate < INF and math.abs(r - callerRate) <= 1e-9 * math.max(r, callerRate))
-  if join == '2' and (not sameRate or s.kind ~= ARGV[3] or storedUnit ~= unit) then
+  if join == '2' and (not sameRate or s.kind ~= A[3] or storedUnit ~= unit) then
     -- Nothing granted, written or registered; the reply says what the
     -- name holds, and 'refused'.
     return {0, 0, 0, 0, 0, s.ver, encDouble(r), encDouble(s.max), s.born, s.kind, storedUnit, 'refused'}
@@ -260,9 +289,7 @@ if join ~= '0' then
 end
 
 -- The caller's registry entry: one HGET, whatever the fleet's size.
-local e = redis.pcall('HGET', KEYS[2], pid)
-if type(e) == 'table' and e.err then return wrongType(KEYS[2], 'registry') end
-local esl, eb, pnext = parseEntry(e or nil)
+local esl, eb, pnext = parseEntry(redis.call('HGET', KEYS[1], pid))
 if pnext == nil then pnext = -INF end -- new: as if idle for long
 if fresh then esl = nil end -- counts from before the state was lost are gone
 
@@ -271,20 +298,19 @@ if fresh then esl = nil end -- counts from before the state was lost are gone
 -- last called then stop counting. A clock that stepped back keeps the
 -- latest slot.
 local cur = math.floor(now / slotLen)
-local refresh = fresh or now - s.lvt >= REFRESH or now < s.lvt
 local newSlot = s.slot < 0 or cur > s.slot
 if newSlot then
-  local h = redis.pcall('HGETALL', KEYS[3])
-  if h.err then return wrongType(KEYS[3], 'registry') end
+  local h = redis.pcall('HGETALL', KEYS[2])
+  if h.err then return wrongType(KEYS[2], 'registry') end
   local keep = false
   if s.slot >= 0 and cur == s.slot + 1 then keep = tostring(s.slot % 2) end
   local old = {}
   for i = 1, #h, 2 do
     if string.sub(h[i], 1, 1) ~= keep then old[#old + 1] = h[i] end
   end
-  if #old > 0 then redis.call('HDEL', KEYS[3], unpack(old)) end
+  if #old > 0 then redis.call('HDEL', KEYS[2], unpack(old)) end
   s.slot = cur
-  refresh = true
+  s.lvt = 0
 elseif cur < s.slot then
   cur = s.slot
 end
@@ -300,23 +326,29 @@ if esl == cur then
   if eb ~= b then
     count(cur, eb, -1)
     count(cur, b, 1)
+    dirty(s)
   end
 elseif esl == cur - 1 then
   count(esl, eb, -1)
   count(cur, b, 1)
+  dirty(s)
 else
   count(cur, b, 1)
+  dirty(s)
 end
 
 -- Max-min fair share of the rate (water filling) over the histogram of
 -- the processes counted in the current and the previous slot: processes
 -- that want less than an equal split get what they want; the rest split
 -- what is left; capacity nobody wants is spread evenly. O(buckets), and
--- done at most every REFRESH µs; the result is cached in the state.
+-- done at most every REFRESH µs, and only when a count changed since; the
+-- result is cached in the state. lvt is when it was computed, negated
+-- when a count has changed since.
 local rate = rateOf(s)
-if refresh then
-  local h = redis.pcall('HGETALL', KEYS[3])
-  if h.err then return wrongType(KEYS[3], 'registry') end
+local lt = math.abs(s.lvt)
+if fresh or now < lt or (s.lvt <= 0 and now - lt >= REFRESH) then
+  local h = redis.pcall('HGETALL', KEYS[2])
+  if h.err then return wrongType(KEYS[2], 'registry') end
   local byBucket, list = {}, {}
   for i = 1, #h, 2 do
     local c = tonumber(h[i + 1])
@@ -347,14 +379,14 @@ if refresh then
   if newSlot then
     -- Sweep a few registry entries that no longer count (the caller's
     -- own is written again below).
-    local r = redis.call('HSCAN', KEYS[2], string.format('%d', s.sc), 'COUNT', SWEEP)
+    local r = redis.call('HSCAN', KEYS[1], string.format('%d', s.sc), 'MATCH', 'p:*', 'COUNT', SWEEP)
     s.sc = tonumber(r[1])
     local dead = {}
     for i = 1, #r[2], 2 do
       local sl = parseEntry(r[2][i + 1])
       if sl == nil or sl < cur - 1 then dead[#dead + 1] = r[2][i] end
     end
-    if #dead > 0 then redis.call('HDEL', KEYS[2], unpack(dead)) end
+    if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
   end
 end
 local np = s.np
@@ -409,9 +441,8 @@ local function ahead(pn)
   return a
 end
 local function finish()
-  redis.call('HSET', KEYS[2], pid, struct.pack('<ddd', cur, b, pnext))
-  persist()
-  if refresh or explicitTime then expireRegistry() end
+  persist(struct.pack('<ddd', cur, b, pnext))
+  if newSlot or created or explicitTime then expireDemand() end
 end
 local wait = ahead(pnext)
 if wait > maxWait then

@@ -162,11 +162,12 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 }
 
 // keysOf returns the Redis keys of the limiter name, in lease.lua's KEYS
-// order: the shared state, the registry of processes and the histogram of
-// their demands. The hash tag {name} puts them in one cluster slot.
+// order: the shared state (with the registry of processes in it) and the
+// histogram of their demands. The hash tag {name} puts them in one cluster
+// slot.
 func keysOf(name string) []string {
 	p := "ratelimit:{" + name + "}:"
-	return []string{p + "state", p + "procs", p + "demand"}
+	return []string{p + "state", p + "demand"}
 }
 
 func containsAny(s, chars string) bool {

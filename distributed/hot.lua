@@ -1,0 +1,235 @@
+-- hot.lua: the common lease, answered before engine.lua and lease.lua run.
+--
+-- Redis runs a script's whole body on every call, so every local function
+-- and table the engine and the protocol define is made again per call: a
+-- lease through them cost the server about 4 × what redis_rate's GCRA does,
+-- most of it in closures, tables and extra commands. This block answers a
+-- lease on an existing state, of a limiter that has joined (ARGV[18] '0'),
+-- in a slot that has begun, with straight-line code on locals: TIME, one
+-- HMGET (the state and the caller's registry entry), the histogram moves
+-- it needs, and one HSET. Anything else (a new state, a join, a newer
+-- configuration, a new slot, a wrong-typed key, a refund, setrate) falls
+-- through to lease.lua before anything is written, and lease.lua does the
+-- same arithmetic in the same order; TestHotPathMatchesLeaseScript holds
+-- the two equal, reply and stored bytes, on random operation sequences.
+--
+-- Arguments and layout: see lease.lua. Only a lease in the compact form
+-- comes here (three arguments: Redis makes a Lua string of every argument,
+-- which costs about as much per argument as a line of arithmetic here, and
+-- this block reads its numbers with one struct.unpack, not one strtod
+-- each). The reply is lease.lua's nine numbers, packed as little-endian
+-- doubles in one string.
+if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- join 0: its last byte
+  local INF = math.huge
+  local TWO63 = 9223372036854775808
+  local floor, ceil = math.floor, math.ceil
+  local now, _, _, _, _, _, callerVer, validity, regTTL, need, want, maxWait, demand, tau, join =
+    struct.unpack('<ddddddddddddddd', ARGV[1])
+  local explicitTime = now > 0
+  if not explicitTime then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1e6 + tonumber(t[2])
+  end
+  local pid = ARGV[2]
+  local got = redis.pcall('HMGET', KEYS[1], 'e', pid)
+  local v = got[1]
+  if join == 0 and got.err == nil and v and #v == 160 and callerVer <= struct.unpack('<d', v, 81) then
+    local kind, stored, max, interval, nxt, burst, warmup, cold, threshold, slope, ver, lc, born,
+      slot, lvl, spr, np, lvt, sc, exp = struct.unpack('<dddddddddddddddddddd', v)
+    local bursty = kind ~= 1
+    if bursty then kind = 0 end
+    -- lease.lua's MAX_WAIT, MIN_TTL_MS, MAX_TTL_MS, REFRESH and BUCKETS.
+    local slotLen = floor(regTTL / 2)
+    if slotLen < 1 then slotLen = 1 end
+    local cur = floor(now / slotLen)
+    if slot >= 0 and cur <= slot then
+      if cur < slot then cur = slot end
+      if nxt - now > 1e6 + lc then nxt = now + lc end
+      if maxWait > 1e6 then maxWait = 1e6 end
+      local esl, eb, pnext
+      local e = got[2]
+      if e and #e == 24 then esl, eb, pnext = struct.unpack('<ddd', e) end
+      if pnext == nil then pnext = -INF end
+
+      -- The caller's move in the demand histogram (lease.lua's count).
+      local b = -1e9
+      if demand > 0 and demand < INF then
+        b = floor(math.log(demand) / math.log(2) * 16 + 0.5)
+      end
+      local created = false
+      local moves = 0
+      local mv = {}
+      if esl == cur then
+        if eb ~= b then mv = {cur, eb, -1, cur, b, 1} end
+      elseif esl == cur - 1 then
+        mv = {esl, eb, -1, cur, b, 1}
+      else
+        mv = {cur, b, 1}
+      end
+      for i = 1, #mv, 3 do
+        local f = (mv[i] % 2) .. ':' .. string.format('%d', mv[i + 1])
+        local c = redis.call('HINCRBY', KEYS[2], f, mv[i + 2])
+        if c <= 0 then redis.call('HDEL', KEYS[2], f) elseif c == mv[i + 2] then created = true end
+        moves = moves + 1
+      end
+      if moves > 0 and lvt > 0 then lvt = -lvt end
+
+      -- The water level, when a count changed at least REFRESH µs after
+      -- the last computation (lease.lua's refresh, less the new slot's
+      -- sweep, which never happens here).
+      local rate = 1e6 / interval
+      local lt = lvt
+      if lt < 0 then lt = -lt end
+      if now < lt or (lvt <= 0 and now - lt >= 10000) then
+        local h = redis.call('HGETALL', KEYS[2])
+        local byBucket, list = {}, {}
+        for i = 1, #h, 2 do
+          local c = tonumber(h[i + 1])
+          if c and c > 0 then
+            local k = string.sub(h[i], 3)
+            local x = byBucket[k]
+            if x == nil then
+              x = {v = 2 ^ ((tonumber(k) or -1e9) / 16), c = 0}
+              byBucket[k] = x
+              list[#list + 1] = x
+            end
+            x.c = x.c + c
+          end
+        end
+        table.sort(list, function(x, y) return x.v < y.v end)
+        local n = 0
+        for i = 1, #list do n = n + list[i].c end
+        local level, remaining, m = INF, rate, n
+        for i = 1, #list do
+          local l = remaining / m
+          if list[i].v > l then
+            level = l
+            break
+          end
+          remaining = remaining - list[i].v * list[i].c
+          m = m - list[i].c
+        end
+        np, lvl, lvt = n, level, now
+        if np < 1 then np = 1 end
+        if level == INF and n > 0 then spr = remaining / n else spr = 0 end
+      end
+
+      local cap, share = want, INF
+      if rate < INF then
+        if lvl < INF then share = lvl else share = demand + spr end
+        if not (share > 0) then share = rate / np end
+        cap = floor(share * tau / 1e6)
+        if not (cap > 1) then cap = 1 end -- math.max(1, cap), NaN included
+      end
+      local g = want
+      if cap < g then g = cap end
+      local grant = need
+      if g > need then grant = g end
+
+      -- resync (engine.lua), with coolDownInterval and goMin inline.
+      local cdi = interval
+      if not bursty and warmup ~= 0 then cdi = warmup / max end
+      if now > nxt then
+        local s2 = stored + (now - nxt) / cdi
+        if max ~= max or s2 ~= s2 then stored = 0 / 0
+        elseif max < s2 then stored = max
+        else stored = s2 end
+        nxt = now
+      end
+      local lead = 0
+      if share < INF and stored > 0 then
+        lead = floor(stored / np / share * 1e6)
+        if lead ~= lead then lead = 0 end
+      end
+      if pnext < now - lead then pnext = now - lead end
+      if pnext - now > 2 * 1e6 + 10 * tau then pnext = now end
+
+      local wait = nxt
+      if pnext > wait then wait = pnext end
+      wait = wait - now
+      if pnext > now then wait = wait + tau end
+      local granted, moment = 0, nil
+      if not (wait > maxWait) then
+        -- reserve (engine.lua): resync is done; storedPermitsToWaitTime,
+        -- javaLong and satAdd inline.
+        moment = nxt
+        local spend = grant
+        if stored ~= stored or grant ~= grant then spend = 0 / 0
+        elseif stored < grant then spend = stored end
+        local freshPermits = grant - spend
+        local ticks = 0
+        local k = spend
+        if not bursty then
+          local above = stored - threshold
+          if above > 0 then
+            local take = above
+            if take ~= take or k ~= k then take = 0 / 0 elseif k < take then take = k end
+            local length = (interval + above * slope) + (interval + (above - take) * slope)
+            local x = take * length / 2.0
+            if x ~= x then x = 0
+            elseif x >= TWO63 then x = TWO63
+            elseif x <= -TWO63 then x = -TWO63
+            elseif x >= 0 then x = floor(x)
+            else x = ceil(x) end
+            ticks = x
+            k = k - take
+          end
+          local x = interval * k
+          if x ~= x then x = 0
+          elseif x >= TWO63 then x = TWO63
+          elseif x <= -TWO63 then x = -TWO63
+          elseif x >= 0 then x = floor(x)
+          else x = ceil(x) end
+          ticks = ticks + x
+        end
+        local x = freshPermits * interval
+        if x ~= x then x = 0
+        elseif x >= TWO63 then x = TWO63
+        elseif x <= -TWO63 then x = -TWO63
+        elseif x >= 0 then x = floor(x)
+        else x = ceil(x) end
+        local cost = ticks + x
+        local sum = nxt + cost
+        if sum >= TWO63 then sum = TWO63 elseif sum <= -TWO63 then sum = -TWO63 end
+        nxt = sum
+        stored = stored - spend
+        lc = cost
+        if share < INF then pnext = pnext + ceil(grant * 1e6 / share) end
+        granted = grant
+      end
+
+      -- persist (lease.lua): the TTL, the state and the entry in one HSET.
+      local fill = max * cdi
+      local debt = nxt - now
+      if debt < 0 then debt = 0 end
+      local ms = ceil((debt + fill + (2 * validity + regTTL)) / 1000)
+      if ms ~= ms or ms > 86400000 then ms = 86400000 end
+      if ms < 1000 then ms = 1000 end
+      local setTTL = explicitTime or now + ms * 1000 > exp or exp - now > (ms + 2000) * 1000
+      if setTTL then
+        ms = ms + 1000
+        if ms > 86400000 then ms = 86400000 end
+        exp = now + ms * 1000
+      end
+      redis.call('HSET', KEYS[1], 'e', struct.pack('<dddddddddddddddddddd', kind, stored, max, interval, nxt,
+        burst, warmup, cold, threshold, slope, ver, lc, born,
+        slot, lvl, spr, np, lvt, sc, exp), pid, struct.pack('<ddd', cur, b, pnext))
+      if setTTL then redis.call('PEXPIRE', KEYS[1], ms) end
+      if created or explicitTime then
+        local dms = ceil(2 * regTTL / 1000)
+        if dms < 1000 then dms = 1000 end
+        redis.call('PEXPIRE', KEYS[2], dms)
+      end
+
+      local aheadBy = nxt
+      if pnext > aheadBy then aheadBy = pnext end
+      aheadBy = aheadBy - now
+      if pnext > now then aheadBy = aheadBy + tau end
+      if moment then
+        return struct.pack('<ddddddddd', granted, moment - now, aheadBy, moment - now + validity, np, ver,
+          1e6 / interval, max, born)
+      end
+      return struct.pack('<ddddddddd', 0, 0, wait, 0, np, ver, 1e6 / interval, max, born)
+    end
+  end
+end

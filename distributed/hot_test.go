@@ -1,0 +1,145 @@
+package distributed
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// TestHotPathMatchesLeaseScript: hot.lua answers the common lease with its
+// own straight-line copy of lease.lua's arithmetic. Two names receive the
+// same random sequence of operations at the same explicit times, one with
+// leases in the compact form (hot.lua whenever it can) and one in the long
+// form (always lease.lua): every reply, and every byte stored under both
+// names (the state, the registry, the demand histogram), must be equal.
+// Processes come and go, demands change bucket, time jumps across registry
+// slots and steps back, rates change, refunds and departures happen, and
+// some leases ask to join; bursty and warming-up alike.
+func TestHotPathMatchesLeaseScript(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	for _, tc := range []struct {
+		kind         string
+		rate, warmup float64
+		seed         uint64
+	}{
+		{"b", 1000, 0, 1},
+		{"b", 1e6, 0, 2},
+		{"b", 37, 0, 3},
+		{"w", 1000, 1e6, 4},
+		{"w", 200, 3e5, 5},
+	} {
+		t.Run(fmt.Sprintf("%s-%v-%d", tc.kind, tc.rate, tc.seed), func(t *testing.T) {
+			hotTrial(t, c, tc.kind, tc.rate, tc.warmup, tc.seed)
+		})
+	}
+}
+
+func hotTrial(t *testing.T, c *redis.Client, kind string, rate0, warmup float64, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 77))
+	hotKeys := keysOf(fmt.Sprint("hot", seed))
+	refKeys := keysOf(fmt.Sprint("ref", seed))
+	const (
+		burst    = 1.0
+		cold     = 3.0
+		validity = 100_000
+		regTTL   = 1_000_000
+	)
+	kind01 := 0.0
+	if kind == "w" {
+		kind01 = 1
+	}
+	now := int64(redisEpoch)
+	rate, ver := rate0, int64(1)
+	born := int64(0)
+	var hot, leases int
+	run := func(keys []string, args []any) (reply, any) {
+		t.Helper()
+		v, err := leaseScript.Run(ctx, c, keys, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		r, err := parseReply(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, v
+	}
+	for step := range 3000 {
+		switch x := rng.IntN(100); {
+		case x < 3:
+			now += 600_000 + rng.Int64N(2_000_000) // across registry slots
+		case x < 5:
+			now -= rng.Int64N(50_000) // a clock that stepped back
+		default:
+			now += rng.Int64N(20_000)
+		}
+		pid := fmt.Sprint("p", rng.IntN(12))
+		var hr, rr reply
+		var what string
+		switch x := rng.IntN(100); {
+		case x < 3:
+			rate = []float64{rate0, rate0 / 2, rate0 * 3}[rng.IntN(3)]
+			args := []any{"setrate", now, kind, f64(rate), f64(burst), warmup, f64(cold), ver, pid, validity, regTTL, f64(rate)}
+			what = fmt.Sprint("setrate ", rate)
+			hr, _ = run(hotKeys, args)
+			rr, _ = run(refKeys, args)
+			ver = hr.configVersion
+		case x < 8:
+			n := rng.Int64N(20)
+			leave := []string{"0", "1"}[rng.IntN(2)]
+			args := []any{"refund", now, kind, f64(rate), f64(burst), warmup, f64(cold), ver, pid, validity, regTTL,
+				n, ver - rng.Int64N(2), leave, born}
+			what = fmt.Sprint("refund ", n, " leave ", leave)
+			hr, _ = run(hotKeys, args)
+			rr, _ = run(refKeys, args)
+		default:
+			need := rng.Int64N(5)
+			want := need + rng.Int64N(100)
+			maxWait := []int64{0, rng.Int64N(200_000), 2_000_000}[rng.IntN(3)]
+			demand := []float64{0, math.NaN(), rate * rng.Float64(), rate * 4 * rng.Float64(), float64(rng.IntN(50))}[rng.IntN(5)]
+			tau := int64(10_000 + rng.IntN(200_000))
+			join := 0.0
+			if rng.IntN(20) == 0 {
+				join = 1
+			}
+			long := []any{"lease", now, kind, f64(rate), f64(burst), warmup, f64(cold), ver, pid, validity, regTTL,
+				need, want, maxWait, f64(demand), tau, "", fmt.Sprint(join)}
+			compact := []any{packDoubles(float64(now), kind01, rate, burst, warmup, cold, float64(ver), validity, regTTL,
+				float64(need), float64(want), float64(maxWait), demand, float64(tau), join), "p:" + pid, ""}
+			what = fmt.Sprint("lease ", long)
+			var raw any
+			hr, raw = run(hotKeys, compact)
+			rr, _ = run(refKeys, long)
+			leases++
+			if _, ok := raw.(string); ok {
+				hot++
+			}
+			born = hr.incarnation
+		}
+		if !reflect.DeepEqual(hr, rr) {
+			t.Fatalf("step %d, %s at %d: hot.lua replied %+v, lease.lua %+v", step, what, now, hr, rr)
+		}
+		for i := range hotKeys {
+			h, err1 := c.HGetAll(ctx, hotKeys[i]).Result()
+			r, err2 := c.HGetAll(ctx, refKeys[i]).Result()
+			if err1 != nil || err2 != nil || !maps.Equal(h, r) {
+				t.Fatalf("step %d, %s at %d: %s holds %q, %s %q (%v, %v)", step, what, now, hotKeys[i], h, refKeys[i], r, err1, err2)
+			}
+		}
+	}
+	// Not a vacuous comparison: most leases took the hot path.
+	if hot < leases/2 {
+		t.Fatalf("hot.lua answered %d of %d leases", hot, leases)
+	}
+	t.Logf("hot.lua answered %d of %d leases", hot, leases)
+}
