@@ -16,6 +16,13 @@ package main
 // script (INFO commandstats), the commands run inside each script, Redis
 // CPU (INFO cpu, user + sys, over the window's wall time) and the permits
 // admitted in the window divided by R × window.
+//
+// A script's server time depends on how often it runs: a call that finds
+// the server's caches cold costs several times what the same call costs
+// back to back. So after each fleet size, the same server runs
+// go-redis/redis_rate's GCRA script (its AllowN) at the lease scripts'
+// rate, evenly spaced, for up to 5 s, and the table gives its µs per call
+// and the ratio: the same call rate, the same machine, the same minute.
 
 import (
 	"context"
@@ -28,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/bench/distbench"
@@ -52,6 +60,7 @@ type fleetRow struct {
 	admittedOverRate float64
 	redisErrors      int64
 	emptyPerLease    float64
+	peerUs           float64 // redis_rate's script at the same calls/s
 }
 
 func parseSizes(s string) ([]int, error) {
@@ -78,17 +87,20 @@ func runFleet(cfg fleetConfig, out io.Writer) error {
 	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
 	fmt.Fprintf(out, "R = %v/s shared by N limiters on one name, total demand 2R; %v of warm-up, then %v measured per N; load average (1, 5, 15 min) before: %s\n\n",
 		cfg.rate, cfg.warm, cfg.measure, report.LoadAvg())
-	fmt.Fprintln(out, "| fleet size N | lease scripts/s | µs per script (server) | Redis commands per script | Redis CPU | admitted / R | empty replies per lease | Redis errors |")
-	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| fleet size N | lease scripts/s | µs per script (server) | redis_rate's script at that rate (µs) | ÷ redis_rate | Redis commands per script | Redis CPU | admitted / R | empty replies per lease | Redis errors |")
+	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var rows []fleetRow
 	for _, n := range cfg.sizes {
 		r, err := fleetRun(admin, srv.Addr, n, cfg)
 		if err != nil {
 			return fmt.Errorf("N = %d: %w", n, err)
 		}
+		if r.peerUs, err = peerAtRate(admin, srv.Addr, r.scriptsPerSec, min(cfg.measure, 5*time.Second)); err != nil {
+			return fmt.Errorf("N = %d, redis_rate: %w", n, err)
+		}
 		rows = append(rows, r)
-		fmt.Fprintf(out, "| %d | %s | %.1f | %.1f | %.1f %% | %.3f | %.2f | %d |\n", r.n, report.Num(r.scriptsPerSec),
-			r.usPerScript, r.cmdsPerScript, 100*r.cpu, r.admittedOverRate, r.emptyPerLease, r.redisErrors)
+		fmt.Fprintf(out, "| %d | %s | %.1f | %.1f | %.2f | %.1f | %.1f %% | %.3f | %.2f | %d |\n", r.n, report.Num(r.scriptsPerSec),
+			r.usPerScript, r.peerUs, r.usPerScript/r.peerUs, r.cmdsPerScript, 100*r.cpu, r.admittedOverRate, r.emptyPerLease, r.redisErrors)
 	}
 	fmt.Fprintf(out, "\nload average after: %s\n\n", report.LoadAvg())
 	missed := 0
@@ -212,6 +224,39 @@ func fleetRun(admin *redis.Client, addr string, n int, cfg fleetConfig) (fleetRo
 		row.emptyPerLease = float64(empty) / float64(leases)
 	}
 	return row, nil
+}
+
+// peerAtRate runs redis_rate's GCRA script (AllowN on one key) at perSec
+// calls a second, evenly spaced, for d, and returns its server µs per call.
+func peerAtRate(admin *redis.Client, addr string, perSec float64, d time.Duration) (float64, error) {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	defer client.Close()
+	rr := redis_rate.NewLimiter(client)
+	lim := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
+	if _, err := rr.AllowN(ctx, "fleet-peer", lim, 1); err != nil { // loads the script
+		return 0, err
+	}
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		return 0, err
+	}
+	interval := time.Duration(float64(time.Second) / perSec)
+	start := time.Now()
+	for next := start; time.Since(start) < d; next = next.Add(interval) {
+		time.Sleep(time.Until(next))
+		if _, err := rr.AllowN(ctx, "fleet-peer", lim, 1); err != nil {
+			return 0, err
+		}
+	}
+	stats, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	scripts, usec, _ := parseCommandStats(stats)
+	if scripts == 0 {
+		return 0, fmt.Errorf("no script calls counted")
+	}
+	return float64(usec) / float64(scripts), nil
 }
 
 // redisCPU is the server's user + system CPU time so far, in seconds.
