@@ -18,6 +18,9 @@
 //   - distbench and cmd/distbench: the distributed limiter against
 //     github.com/go-redis/redis_rate on a real redis-server (see
 //     docs/distributed.md).
+//   - cmd/scriptinstr: the instructions a redis-server executes per
+//     decision for throttle.RedisStore's scripts against redis_rate's,
+//     counted exactly under valgrind's callgrind (immune to machine load).
 //
 // The peers are configured as in the research notes: 1e9 events/s with a
 // bucket of 2^30, so that every call is a grant that never sleeps, and

@@ -3,9 +3,11 @@ package distbench
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +24,14 @@ type Server struct {
 // StartServer runs redis-server (found on PATH) and returns once it
 // accepts connections. Stop it with Stop.
 func StartServer() (*Server, error) {
+	return StartServerUnder(nil, 15*time.Second)
+}
+
+// StartServerUnder is StartServer with redis-server run by wrapper (a
+// command and its flags, e.g. valgrind's, found on PATH; none when empty),
+// given up to wait to accept connections, with extra arguments after the
+// usual ones.
+func StartServerUnder(wrapper []string, wait time.Duration, extra ...string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, err
@@ -36,8 +46,10 @@ func StartServer() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+	args := append(slices.Clone(wrapper), bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "")
+	args = append(args, extra...)
+	cmd := exec.Command(args[0], args[1:]...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -69,9 +81,9 @@ func StartServer() (*Server, error) {
 			s.Stop()
 			return nil, errors.New("redis-server exited before accepting connections")
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(wait):
 		s.Stop()
-		return nil, errors.New("redis-server did not start within 15 s")
+		return nil, fmt.Errorf("redis-server did not start within %v", wait)
 	}
 	return s, nil
 }
