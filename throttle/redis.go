@@ -22,9 +22,10 @@ import (
 // prefix + tag + ":" + key, with prefix DefaultKeyPrefix ("throttle:") or
 // WithKeyPrefix's, and tag one of gcra, tb, lb, fw, sw, sl. GCRA, the
 // buckets and the windows keep their three integers as a 24-byte string,
-// three big-endian IEEE doubles (one GET, one SET with PX: a hash would
-// cost a PEXPIRE more per decision; binary because the script unpacks it
-// in one call instead of converting three decimals); the sliding log keeps a sorted set with one member per
+// three little-endian IEEE doubles (one GET, one SET with a TTL: a hash
+// would cost a PEXPIRE more per decision; binary because the script
+// unpacks it in one call instead of converting three decimals); the
+// sliding log keeps a sorted set with one member per
 // admitted unit, "<µs>:<i>", scored by its time in µs. Every key a script
 // touches is passed in KEYS, so Redis Cluster and proxies route it. Every
 // write sets a TTL, never below one second: until the key is back to its
@@ -178,6 +179,24 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 			return d, nil
 		}
 	}
+	var d Decision
+	if r.p.alg == GCRA {
+		d, err = s.decideGCRA(ctx, r, now)
+	} else {
+		d, err = s.decideOne(ctx, r, now)
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	if s.cache != nil && r.n > 0 && !d.Allowed {
+		s.cache.record(r, d, sent)
+	}
+	return d, nil
+}
+
+// decideOne runs the algorithm's one.lua script, which replies with the
+// Decision.
+func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decision, error) {
 	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, []any{oneArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
@@ -186,10 +205,23 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 	if err := parseDecisions(v, ds[:]); err != nil {
 		return Decision{}, err
 	}
-	d := ds[0]
-	if s.cache != nil && r.n > 0 && !d.Allowed {
-		s.cache.record(r, d, sent)
+	return ds[0], nil
+}
+
+// decideGCRA runs gcra_one.lua, which writes the new state if the request
+// fits and replies with the key's debt before it; meter, the MemoryStore's
+// own code, turns the debt into the Decision. (The script's test for
+// "fits" is meter's: see gcraArgs.)
+func (s *RedisStore) decideGCRA(ctx context.Context, r request, now int64) (Decision, error) {
+	debt, err := runInt(ctx, s.client, oneScripts[GCRA], []string{s.redisKey(GCRA, r.key)}, []any{gcraArgs(now, &r, s.ttlFloor)})
+	if err != nil {
+		return Decision{}, err
 	}
+	if debt < 0 || debt >= maxExact {
+		return Decision{}, fmt.Errorf("%w: GCRA script replied debt %d", ErrStore, debt)
+	}
+	var d Decision
+	meter(&d, r.p, debt, now, r.n)
 	return d, nil
 }
 

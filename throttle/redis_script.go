@@ -20,7 +20,8 @@ import (
 // or all.lua is the entry point. Redis has no include, so a script is their
 // concatenation: one per algorithm for single requests, and one holding all
 // six for AllowAll. GCRA's single requests, the common case, run instead
-// gcra_one.lua, the same arithmetic flattened (no prelude): see there why.
+// gcra_one.lua, which computes only the key's debt (and writes) on the
+// server and leaves the Decision to meter on the Go side: see there why.
 //
 //go:embed lua/*.lua
 var luaFS embed.FS
@@ -75,15 +76,35 @@ func init() {
 }
 
 // oneArgs is a single-request script's one argument (one.lua): now, n,
-// the params and the TTL floor as big-endian IEEE doubles, which the
+// the params and the TTL floor as little-endian IEEE doubles, which the
 // script unpacks with struct.unpack in one call instead of converting ten
 // decimal strings. Every value is an integer below 2^53 (params, micros),
 // so the doubles are exact.
 func oneArgs(now int64, r *request, ttlFloor int64) []byte {
 	p := r.p
-	b := make([]byte, 0, 80)
-	for _, v := range [...]int64{now, r.n, p.count, p.burst, p.period, p.emission, p.den, p.tau, p.limit, ttlFloor} {
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(float64(v)))
+	return packDoubles(make([]byte, 0, 80), now, r.n, p.count, p.burst, p.period, p.emission, p.den, p.tau, p.limit, ttlFloor)
+}
+
+// gcraArgs is gcra_one.lua's one argument: now, cost, room, den and the
+// TTL floor as little-endian IEEE doubles (see the script). A request
+// that can write nothing (a peek, or n > burst, which never fits) gets
+// cost 0 and room −1, so the script only reads the debt. Otherwise
+// 0 < cost = n × emission ≤ tau, so room = tau − cost ≥ 0, and the script
+// writes exactly when debt ≤ room, that is debt + n × emission ≤ tau:
+// when meter allows.
+func gcraArgs(now int64, r *request, ttlFloor int64) []byte {
+	p := r.p
+	cost, room := int64(0), int64(-1)
+	if r.n > 0 && r.n <= p.burst {
+		cost = r.n * p.emission
+		room = p.tau - cost
+	}
+	return packDoubles(make([]byte, 0, 40), now, cost, room, p.den, ttlFloor)
+}
+
+func packDoubles(b []byte, vs ...int64) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
 	}
 	return b
 }
@@ -94,21 +115,36 @@ const (
 	luaFail      = "THROTTLE-ERR "
 )
 
-// run runs s with EVALSHA and falls back to EVAL when the server does not
+// run runs s (see eval) and returns its reply of integers.
+func run(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) ([]int64, error) {
+	v, err := eval(ctx, c, s, keys, args).Int64Slice()
+	if err != nil {
+		return nil, storeError(err, keys)
+	}
+	return v, nil
+}
+
+// runInt is run for a script that replies with one integer.
+func runInt(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) (int64, error) {
+	v, err := eval(ctx, c, s, keys, args).Int64()
+	if err != nil {
+		return 0, storeError(err, keys)
+	}
+	return v, nil
+}
+
+// eval runs s with EVALSHA and falls back to EVAL when the server does not
 // know the script. It does so on any Redis error reply that is not one of
 // the script's own: NOSCRIPT after a restart, a failover or SCRIPT FLUSH,
 // and also when a proxy rewrites the NOSCRIPT text (go-redis/redis_rate
 // #88). This is safe because a script writes nothing before the last point
 // where it can fail, so a failed run changed nothing.
-func run(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) ([]int64, error) {
-	v, err := c.EvalSha(ctx, s.sha, keys, args...).Int64Slice()
-	if err != nil && isReplyError(err) && !isOwnError(err) {
-		v, err = c.Eval(ctx, s.src, keys, args...).Int64Slice()
+func eval(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.sha, keys, args...)
+	if err := cmd.Err(); err != nil && isReplyError(err) && !isOwnError(err) {
+		cmd = c.Eval(ctx, s.src, keys, args...)
 	}
-	if err != nil {
-		return nil, storeError(err, keys)
-	}
-	return v, nil
+	return cmd
 }
 
 // isReplyError reports whether err is an error reply from Redis (not a

@@ -164,11 +164,11 @@ func TestRedisKeyLayout(t *testing.T) {
 			t.Errorf("%v: %s has no TTL (%v)", alg, rk, ttl)
 		}
 	}
-	// A state is three integers as big-endian doubles; the window's first
+	// A state is three integers as little-endian doubles; the window's first
 	// is where it ends.
 	state := make([]byte, 0, 24)
 	for _, x := range []int64{clocktest.Epoch.UnixMicro() + 60_000_000, 2, 0} {
-		state = binary.BigEndian.AppendUint64(state, math.Float64bits(float64(x)))
+		state = binary.LittleEndian.AppendUint64(state, math.Float64bits(float64(x)))
 	}
 	if v := f.client.Get(ctx, "app:fw:{u}:k").Val(); v != string(state) {
 		t.Errorf("fixed window state %x, want %x", v, state)

@@ -45,13 +45,16 @@ local function ttlms(us)
 end
 
 -- The state of GCRA, the buckets and the windows is three integers a, b,
--- c (algorithms.go's state), kept as a 24-byte string: three big-endian
--- IEEE doubles (STATE, struct.pack), written with SET PX in one command.
--- Binary because the server reads and writes it on every decision: one
--- struct.unpack costs less than a pattern match and three decimal
--- conversions, and struct.pack less than string.format. Doubles hold
--- every integer below 2^53 exactly.
-local STATE = '>ddd'
+-- c (algorithms.go's state), kept as a 24-byte string: three
+-- little-endian IEEE doubles (STATE, struct.pack), written with SET PX in
+-- one command. Binary because the server reads and writes it on every
+-- decision: one struct.unpack costs less than a pattern match and three
+-- decimal conversions, and struct.pack less than string.format. Little-
+-- endian because that is the byte order of the machines Redis runs on:
+-- struct then copies the bytes instead of reversing them. Doubles hold
+-- every integer below 2^53 exactly. gcra_one.lua reads and writes GCRA's
+-- state in the same layout.
+local STATE = '<ddd'
 
 -- view is false when a script decides one request: reads and writes go
 -- to Redis. AllowAll's script sets it to a table: the keys as the checks
