@@ -4,11 +4,12 @@
 -- and table the engine and the protocol define is made again per call: a
 -- lease through them cost the server about 4 × what redis_rate's GCRA does,
 -- most of it in closures, tables and extra commands. This block answers a
--- lease on an existing state, of a limiter that has joined (ARGV[18] '0'),
--- in a slot that has begun, with straight-line code on locals: TIME, one
--- HMGET (the state and the caller's registry entry), the histogram moves
--- it needs, and one HSET. Anything else (a new state, a join, a newer
--- configuration, a new slot, a wrong-typed key, a refund, setrate) falls
+-- lease on an existing state, of a limiter that has joined (join 0), with
+-- straight-line code on locals: TIME, one HMGET (the state and the
+-- caller's registry entry), the histogram moves it needs (and, when a slot
+-- begins, the histogram's drop and the registry's sweep), and one HSET.
+-- Anything else (a new state, a join, a newer configuration, a wrong-typed
+-- key, a refund, setrate) falls
 -- through to lease.lua before anything is written, and lease.lua does the
 -- same arithmetic in the same order; TestHotPathMatchesLeaseScript holds
 -- the two equal, reply and stored bytes, on random operation sequences.
@@ -42,8 +43,27 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
     local slotLen = floor(regTTL / 2)
     if slotLen < 1 then slotLen = 1 end
     local cur = floor(now / slotLen)
-    if slot >= 0 and cur <= slot then
-      if cur < slot then cur = slot end
+    -- A new slot drops the histogram's counts of the slot two behind
+    -- (lease.lua's newSlot). A histogram of another type goes to lease.lua,
+    -- which names it, before anything is written.
+    local newSlot, hist = cur > slot, nil
+    if newSlot and slot >= 0 then
+      hist = redis.pcall('HGETALL', KEYS[2])
+      if hist.err then slot = -1 end
+    end
+    if slot >= 0 then
+      if newSlot then
+        local keep = false
+        if cur == slot + 1 then keep = tostring(slot % 2) end
+        local old = {}
+        for i = 1, #hist, 2 do
+          if string.sub(hist[i], 1, 1) ~= keep then old[#old + 1] = hist[i] end
+        end
+        if #old > 0 then redis.call('HDEL', KEYS[2], unpack(old)) end
+        slot, lvt = cur, 0
+      elseif cur < slot then
+        cur = slot
+      end
       if nxt - now > 1e6 + lc then nxt = now + lc end
       if maxWait > 1e6 then maxWait = 1e6 end
       local esl, eb, pnext
@@ -75,8 +95,7 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
       if moves > 0 and lvt > 0 then lvt = -lvt end
 
       -- The water level, when a count changed at least REFRESH µs after
-      -- the last computation (lease.lua's refresh, less the new slot's
-      -- sweep, which never happens here).
+      -- the last computation, or a slot began (lease.lua's refresh).
       local rate = 1e6 / interval
       local lt = lvt
       if lt < 0 then lt = -lt end
@@ -112,6 +131,17 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
         np, lvl, lvt = n, level, now
         if np < 1 then np = 1 end
         if level == INF and n > 0 then spr = remaining / n else spr = 0 end
+        if newSlot then
+          -- Sweep a few registry entries that no longer count.
+          local r = redis.call('HSCAN', KEYS[1], string.format('%d', sc), 'MATCH', 'p:*', 'COUNT', 64)
+          sc = tonumber(r[1])
+          local dead = {}
+          for i = 1, #r[2], 2 do
+            local ev = r[2][i + 1]
+            if #ev ~= 24 or struct.unpack('<d', ev) < cur - 1 then dead[#dead + 1] = r[2][i] end
+          end
+          if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
+        end
       end
 
       local cap, share = want, INF
@@ -215,7 +245,7 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
         burst, warmup, cold, threshold, slope, ver, lc, born,
         slot, lvl, spr, np, lvt, sc, exp), pid, struct.pack('<ddd', cur, b, pnext))
       if setTTL then redis.call('PEXPIRE', KEYS[1], ms) end
-      if created or explicitTime then
+      if newSlot or created or explicitTime then
         local dms = ceil(2 * regTTL / 1000)
         if dms < 1000 then dms = 1000 end
         redis.call('PEXPIRE', KEYS[2], dms)
