@@ -7,6 +7,7 @@
 // machine).
 //
 //	cd bench && go run ./cmd/scriptinstr            # -n 2000 calls per row
+//	cd bench && go run ./cmd/scriptinstr -prefix '' # throttle's keys without "throttle:"
 //
 // It starts its own redis-server under callgrind on a free loopback port
 // (valgrind and redis-server must be on PATH) and drives it with the real
@@ -60,8 +61,8 @@ type row struct {
 	base     bool // redis_rate: the scenario's reference
 }
 
-func rows(c *redis.Client) ([]row, error) {
-	st := throttle.NewRedisStore(c)
+func rows(c *redis.Client, opts []throttle.StoreOption) ([]row, error) {
+	st := throttle.NewRedisStore(c, opts...)
 	rr := redis_rate.NewLimiter(c)
 	throttleRow := func(alg throttle.Algorithm, scenario string, lim throttle.Limit, fill int) (row, error) {
 		l, err := throttle.New(st, alg, lim)
@@ -129,14 +130,15 @@ func rows(c *redis.Client) ([]row, error) {
 
 func main() {
 	n := flag.Int("n", 2000, "calls per row")
+	prefix := flag.String("prefix", throttle.DefaultKeyPrefix, "throttle's key prefix (WithKeyPrefix), to see what its length costs")
 	flag.Parse()
-	if err := run(*n, os.Stdout); err != nil {
+	if err := run(*n, *prefix, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "scriptinstr:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, w io.Writer) error {
+func run(n int, prefix string, w io.Writer) error {
 	srv, err := startCallgrind()
 	if err != nil {
 		return err
@@ -149,7 +151,7 @@ func run(n int, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rs, err := rows(c)
+	rs, err := rows(c, []throttle.StoreOption{throttle.WithKeyPrefix(prefix)})
 	if err != nil {
 		return err
 	}
@@ -183,7 +185,7 @@ func run(n int, w io.Writer) error {
 		per[i] = float64(total) / float64(n)
 	}
 	fmt.Fprintln(w, report.Machine(serverVersion(version), valgrindVersion()))
-	fmt.Fprintf(w, "%d calls per row, one at a time on one connection, every call allowed; server instructions counted by callgrind\n\n", n)
+	fmt.Fprintf(w, "%d calls per row, one at a time on one connection, every call allowed; throttle's key prefix %q; server instructions counted by callgrind\n\n", n, prefix)
 	fmt.Fprintln(w, "| script | scenario | server instructions / call | ÷ redis_rate |")
 	fmt.Fprintln(w, "|---|---|---:|---:|")
 	for i, r := range rs {
