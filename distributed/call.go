@@ -284,21 +284,27 @@ func parseReply(r any) (reply, error) {
 			joined[k] = s
 		}
 	}
+	out := numbersReply(ints, doubles[0], doubles[1])
+	out.joined, out.refused = len(v) >= 11, len(v) == 12
+	out.storedKind, out.storedUnit = joined[0], joined[1]
+	return out, nil
+}
+
+// numbersReply is the reply of the nine numbers every lease.lua and hot.lua
+// reply has: ints[6] and ints[7] are unused (the rate and the capacity are
+// doubles).
+func numbersReply(ints [9]int64, rate, maxPermits float64) reply {
 	return reply{
-		joined:        len(v) >= 11,
-		refused:       len(v) == 12,
-		storedKind:    joined[0],
-		storedUnit:    joined[1],
 		granted:       ints[0],
 		wait:          sat.Scale(ints[1], time.Microsecond),
 		ahead:         sat.Scale(ints[2], time.Microsecond),
 		validity:      sat.Scale(ints[3], time.Microsecond),
 		processes:     int(min(ints[4], 1<<31)),
 		configVersion: ints[5],
-		rate:          doubles[0],
-		maxPermits:    doubles[1],
+		rate:          rate,
+		maxPermits:    maxPermits,
 		incarnation:   ints[8],
-	}, nil
+	}
 }
 
 // parseHotReply reads hot.lua's reply: lease.lua's nine numbers as
@@ -319,17 +325,7 @@ func parseHotReply(s string) (reply, error) {
 			return reply{}, fmt.Errorf("distributed: unexpected script reply %v: negative value", x)
 		}
 	}
-	return reply{
-		granted:       ints[0],
-		wait:          sat.Scale(ints[1], time.Microsecond),
-		ahead:         sat.Scale(ints[2], time.Microsecond),
-		validity:      sat.Scale(ints[3], time.Microsecond),
-		processes:     int(min(ints[4], 1<<31)),
-		configVersion: ints[5],
-		rate:          x[6],
-		maxPermits:    x[7],
-		incarnation:   ints[8],
-	}, nil
+	return numbersReply(ints, x[6], x[7]), nil
 }
 
 // luaInteger is (long long)x as Redis's Lua-to-reply conversion does it on

@@ -76,21 +76,25 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
       if demand > 0 and demand < INF then
         b = floor(math.log(demand) / math.log(2) * 16 + 0.5)
       end
+      -- Numbers passed to redis.call are formatted with snprintf by Redis
+      -- 7.0: the increments go as strings.
       local created = false
-      local moves = 0
-      local mv = {}
+      local decSlot, inc = nil, true
       if esl == cur then
-        if eb ~= b then mv = {cur, eb, -1, cur, b, 1} end
+        if eb == b then inc = false else decSlot = cur end
       elseif esl == cur - 1 then
-        mv = {esl, eb, -1, cur, b, 1}
-      else
-        mv = {cur, b, 1}
+        decSlot = esl
       end
-      for i = 1, #mv, 3 do
-        local f = (mv[i] % 2) .. ':' .. string.format('%d', mv[i + 1])
-        local c = redis.call('HINCRBY', KEYS[2], f, mv[i + 2])
-        if c <= 0 then redis.call('HDEL', KEYS[2], f) elseif c == mv[i + 2] then created = true end
-        moves = moves + 1
+      if decSlot then
+        local f = (decSlot % 2) .. ':' .. string.format('%d', eb)
+        if redis.call('HINCRBY', KEYS[2], f, '-1') <= 0 then redis.call('HDEL', KEYS[2], f) end
+      end
+      local moves = 0
+      if inc then
+        local f = (cur % 2) .. ':' .. string.format('%d', b)
+        local c = redis.call('HINCRBY', KEYS[2], f, '1')
+        if c <= 0 then redis.call('HDEL', KEYS[2], f) elseif c == 1 then created = true end
+        moves = 1
       end
       if moves > 0 and lvt > 0 then lvt = -lvt end
 
@@ -133,7 +137,7 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
         if level == INF and n > 0 then spr = remaining / n else spr = 0 end
         if newSlot then
           -- Sweep a few registry entries that no longer count.
-          local r = redis.call('HSCAN', KEYS[1], string.format('%d', sc), 'MATCH', 'p:*', 'COUNT', 64)
+          local r = redis.call('HSCAN', KEYS[1], string.format('%d', sc), 'MATCH', 'p:*', 'COUNT', '64')
           sc = tonumber(r[1])
           local dead = {}
           for i = 1, #r[2], 2 do
@@ -180,8 +184,16 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
       if pnext > now then wait = wait + tau end
       local granted, moment = 0, nil
       if not (wait > maxWait) then
-        -- reserve (engine.lua): resync is done; storedPermitsToWaitTime,
-        -- javaLong and satAdd inline.
+        -- reserve (engine.lua): resync is done; storedPermitsToWaitTime
+        -- and satAdd inline. javaLong is Java's (long) cast (made only
+        -- when a lease is granted: one closure).
+        local function javaLong(x)
+          if x ~= x then return 0 end
+          if x >= TWO63 then return TWO63 end
+          if x <= -TWO63 then return -TWO63 end
+          if x >= 0 then return floor(x) end
+          return ceil(x)
+        end
         moment = nxt
         local spend = grant
         if stored ~= stored or grant ~= grant then spend = 0 / 0
@@ -195,29 +207,12 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
             local take = above
             if take ~= take or k ~= k then take = 0 / 0 elseif k < take then take = k end
             local length = (interval + above * slope) + (interval + (above - take) * slope)
-            local x = take * length / 2.0
-            if x ~= x then x = 0
-            elseif x >= TWO63 then x = TWO63
-            elseif x <= -TWO63 then x = -TWO63
-            elseif x >= 0 then x = floor(x)
-            else x = ceil(x) end
-            ticks = x
+            ticks = javaLong(take * length / 2.0)
             k = k - take
           end
-          local x = interval * k
-          if x ~= x then x = 0
-          elseif x >= TWO63 then x = TWO63
-          elseif x <= -TWO63 then x = -TWO63
-          elseif x >= 0 then x = floor(x)
-          else x = ceil(x) end
-          ticks = ticks + x
+          ticks = ticks + javaLong(interval * k)
         end
-        local x = freshPermits * interval
-        if x ~= x then x = 0
-        elseif x >= TWO63 then x = TWO63
-        elseif x <= -TWO63 then x = -TWO63
-        elseif x >= 0 then x = floor(x)
-        else x = ceil(x) end
+        local x = javaLong(freshPermits * interval)
         local cost = ticks + x
         local sum = nxt + cost
         if sum >= TWO63 then sum = TWO63 elseif sum <= -TWO63 then sum = -TWO63 end

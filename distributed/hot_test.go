@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -142,4 +143,30 @@ func hotTrial(t *testing.T, c *redis.Client, kind string, rate0, warmup float64,
 		t.Fatalf("hot.lua answered %d of %d leases", hot, leases)
 	}
 	t.Logf("hot.lua answered %d of %d leases", hot, leases)
+}
+
+// TestParseHotReply: hot.lua's packed reply reads as lease.lua's nine
+// numbers would; a negative, NaN or out-of-range count is refused, as a
+// malformed array reply is.
+func TestParseHotReply(t *testing.T) {
+	ok := packDoubles(5, 1000, 2000, 101000, 3, 7, 1000, 1000, 1.78e15)
+	r, err := parseReply(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reply{granted: 5, wait: time.Millisecond, ahead: 2 * time.Millisecond, validity: 101 * time.Millisecond,
+		processes: 3, configVersion: 7, rate: 1000, maxPermits: 1000, incarnation: 1.78e15}
+	if r != want {
+		t.Fatalf("parsed %+v, want %+v", r, want)
+	}
+	for _, bad := range []string{
+		packDoubles(-1, 0, 0, 0, 1, 1, 1, 1, 1),
+		packDoubles(math.NaN(), 0, 0, 0, 1, 1, 1, 1, 1),
+		packDoubles(1, math.Inf(1), 0, 0, 1, 1, 1, 1, 1),
+		packDoubles(1, 0, 0, 0, 1, 1, 1, 1, 1)[:71], // not 72 bytes: not the packed form
+	} {
+		if r, err := parseReply(bad); err == nil {
+			t.Errorf("parseReply(%q) = %+v, want an error", bad, r)
+		}
+	}
 }
