@@ -31,7 +31,11 @@
 //     floor.
 //
 // The other five algorithms run the short scenario too (the sliding log at
-// its largest Count per hour), for comparison.
+// its largest Count per hour), for comparison. Last, the distributed
+// limiter's lease script with 1 and with 1 000 processes on one name (see
+// lease.go), per lease call, with its ratio to redis_rate's short row: a
+// lease does more than a GCRA decision (a registry, a fair share, a
+// smooth engine), and this says how much more the server pays for it.
 package main
 
 import (
@@ -41,6 +45,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,14 +136,27 @@ func rows(c *redis.Client, opts []throttle.StoreOption) ([]row, error) {
 func main() {
 	n := flag.Int("n", 2000, "calls per row")
 	prefix := flag.String("prefix", throttle.DefaultKeyPrefix, "throttle's key prefix (WithKeyPrefix), to see what its length costs")
+	fleets := flag.String("lease", "1,1000", "fleet sizes for the distributed lease rows (empty: none)")
 	flag.Parse()
-	if err := run(*n, *prefix, os.Stdout); err != nil {
+	var sizes []int
+	for _, f := range strings.Split(*fleets, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		k, err := strconv.Atoi(f)
+		if err != nil || k < 1 {
+			fmt.Fprintf(os.Stderr, "scriptinstr: -lease %q: want positive fleet sizes\n", *fleets)
+			os.Exit(2)
+		}
+		sizes = append(sizes, k)
+	}
+	if err := run(*n, *prefix, sizes, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "scriptinstr:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, prefix string, w io.Writer) error {
+func run(n int, prefix string, fleets []int, w io.Writer) error {
 	srv, err := startCallgrind()
 	if err != nil {
 		return err
@@ -184,6 +202,12 @@ func run(n int, prefix string, w io.Writer) error {
 		}
 		per[i] = float64(total) / float64(n)
 	}
+	leasePer := make([]float64, len(fleets))
+	for i, procs := range fleets {
+		if leasePer[i], err = leaseInstructions(srv, c, procs, n); err != nil {
+			return fmt.Errorf("lease, %d processes: %w", procs, err)
+		}
+	}
 	fmt.Fprintln(w, report.Machine(serverVersion(version), valgrindVersion()))
 	fmt.Fprintf(w, "%d calls per row, one at a time on one connection, every call allowed; throttle's key prefix %q; server instructions counted by callgrind\n\n", n, prefix)
 	fmt.Fprintln(w, "| script | scenario | server instructions / call | ÷ redis_rate |")
@@ -196,6 +220,15 @@ func run(n int, prefix string, w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %.0f | %s |\n", r.name, r.scenario, per[i], ratio)
+	}
+	for i, procs := range fleets {
+		ratio := "—"
+		for j, b := range rs {
+			if b.base && b.scenario == "short" {
+				ratio = fmt.Sprintf("%.3f", leasePer[i]/per[j])
+			}
+		}
+		fmt.Fprintf(w, "| distributed lease | %d processes | %.0f | %s |\n", procs, leasePer[i], ratio)
 	}
 	return nil
 }
