@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +170,71 @@ func TestParseHotReply(t *testing.T) {
 			t.Errorf("parseReply(%q) = %+v, want an error", bad, r)
 		}
 	}
+}
+
+// FuzzHotPathMatchesLeaseScript: one name made by a lease, then two
+// leases whose every argument the fuzzer picks (the caller's demand, need,
+// want, wait, τ, the time step, which may go back, and the process),
+// through hot.lua and through lease.lua on two names: the replies and the
+// stored bytes must be equal. Seeds in testdata/fuzz.
+func FuzzHotPathMatchesLeaseScript(f *testing.F) {
+	srv := redistest.Start(f)
+	c := newClient(f, srv)
+	f.Add(false, 1000.0, uint16(1), uint16(10), uint32(0), 50.0, uint32(100_000), int32(20_000), uint8(0))
+	f.Add(true, 37.0, uint16(0), uint16(500), uint32(2_000_000), math.Inf(1), uint32(1), int32(-50_000), uint8(1))
+	f.Add(false, 1e9, uint16(65535), uint16(65535), uint32(1_000_000), math.NaN(), uint32(4_000_000_000), int32(700_000), uint8(2))
+	var trial atomic.Int64
+	f.Fuzz(func(t *testing.T, warm bool, rate float64, need, extra uint16, maxWait uint32, demand float64, tau uint32, dt int32, pid uint8) {
+		if !(rate > 0 && rate <= 1e12) || tau == 0 {
+			t.Skip("the Go side never sends this rate or τ")
+		}
+		kind, kind01, warmup := "b", 0.0, 0.0
+		if warm {
+			kind, kind01, warmup = "w", 1, 1e6
+		}
+		n := trial.Add(1)
+		hotKeys, refKeys := keysOf(fmt.Sprint("fh", n)), keysOf(fmt.Sprint("fr", n))
+		now := int64(redisEpoch)
+		lease := func(keys []string, compact bool, pid string, need, want, maxWait int64, demand float64, tau int64) reply {
+			t.Helper()
+			var args []any
+			if compact {
+				args = []any{packDoubles(float64(now), kind01, rate, 1, warmup, 3, 1, 100_000, 1_000_000,
+					float64(need), float64(want), float64(maxWait), demand, float64(tau), 0), "p:" + pid, ""}
+			} else {
+				args = []any{"lease", now, kind, f64(rate), "1", warmup, "3", 1, pid, 100_000, 1_000_000,
+					need, want, maxWait, f64(demand), tau, "", "0"}
+			}
+			v, err := leaseScript.Run(context.Background(), c, keys, args...).Result()
+			if err != nil {
+				t.Fatalf("lease: %v", err)
+			}
+			r, err := parseReply(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		both := func(what, pid string, need, want, maxWait int64, demand float64, tau int64) {
+			t.Helper()
+			h := lease(hotKeys, true, pid, need, want, maxWait, demand, tau)
+			r := lease(refKeys, false, pid, need, want, maxWait, demand, tau)
+			if h != r {
+				t.Fatalf("%s: hot.lua replied %+v, lease.lua %+v", what, h, r)
+			}
+			for i := range hotKeys {
+				hv, err1 := c.HGetAll(context.Background(), hotKeys[i]).Result()
+				rv, err2 := c.HGetAll(context.Background(), refKeys[i]).Result()
+				if err1 != nil || err2 != nil || !maps.Equal(hv, rv) {
+					t.Fatalf("%s: %q and %q differ (%v, %v)", what, hv, rv, err1, err2)
+				}
+			}
+		}
+		both("first lease", "a", 1, 5, 0, 10, 100_000)
+		p := fmt.Sprint("p", pid%4)
+		for i := range 2 {
+			now += int64(dt)
+			both(fmt.Sprint("fuzzed lease ", i), p, int64(need), int64(need)+int64(extra), int64(maxWait), demand, int64(tau))
+		}
+	})
 }
