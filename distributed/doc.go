@@ -13,8 +13,9 @@
 //
 // Debit before spend. A permit is always taken from the global state before
 // any process hands it out; the local side never lends ahead. The script
-// (engine.lua + lease.lua, run with EVALSHA and EVAL on NOSCRIPT) does, in
-// one atomic step:
+// (hot.lua + engine.lua + lease.lua, run with EVALSHA and EVAL on NOSCRIPT;
+// hot.lua answers the common lease in straight-line code, the rest comes to
+// lease.lua) does, in one atomic step:
 //
 //   - read the time from Redis TIME (integer µs), never from the caller, so
 //     clock skew between processes changes nothing;
@@ -24,7 +25,8 @@
 //     half a second after their last call, in a histogram of their
 //     demands;
 //   - compute this process's max-min fair share of the rate (water
-//     filling over the histogram, cached for 10 ms) and cap the lease at
+//     filling over the histogram, cached for 10 ms or until a count
+//     changes) and cap the lease at
 //     share × τ;
 //   - reserve the lease as Guava reserves a request (stored permits first,
 //     the cost pushed onto nextFreeTicket), provided it becomes usable
