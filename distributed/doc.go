@@ -25,8 +25,8 @@
 //     half a second after their last call, in a histogram of their
 //     demands;
 //   - compute this process's max-min fair share of the rate (water
-//     filling over the histogram, cached for 10 ms or until a count
-//     changes) and cap the lease at
+//     filling over the histogram, cached: recomputed at most every 10 ms,
+//     and only after a count changed) and cap the lease at
 //     share × τ;
 //   - reserve the lease as Guava reserves a request (stored permits first,
 //     the cost pushed onto nextFreeTicket), provided it becomes usable
