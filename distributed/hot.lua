@@ -9,10 +9,14 @@
 -- caller's registry entry), the histogram moves it needs (and, when a slot
 -- begins, the histogram's drop and the registry's sweep), and one HSET.
 -- Anything else (a new state, a join, a newer configuration, a wrong-typed
--- key, a refund, setrate) falls
--- through to lease.lua before anything is written, and lease.lua does the
--- same arithmetic in the same order; TestHotPathMatchesLeaseScript holds
--- the two equal, reply and stored bytes, on random operation sequences.
+-- key, a refund, setrate) falls through to lease.lua before anything is
+-- written, and lease.lua does the same arithmetic in the same order;
+-- TestHotPathMatchesLeaseScript and FuzzHotPathMatchesLeaseScript hold the
+-- two equal, reply and stored bytes.
+--
+-- The literal constants are lease.lua's: MAX_WAIT (1e6), MIN_TTL_MS (1000),
+-- MAX_TTL_MS (86400000), REFRESH (10000), BUCKETS (16), SWEEP (64) and
+-- ZERO (-1e9).
 --
 -- Arguments and layout: see lease.lua. Only a lease in the compact form
 -- comes here (three arguments: Redis makes a Lua string of every argument,
@@ -39,7 +43,6 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
       slot, lvl, spr, np, lvt, sc, exp = struct.unpack('<dddddddddddddddddddd', v)
     local bursty = kind ~= 1
     if bursty then kind = 0 end
-    -- lease.lua's MAX_WAIT, MIN_TTL_MS, MAX_TTL_MS, REFRESH and BUCKETS.
     local slotLen = floor(regTTL / 2)
     if slotLen < 1 then slotLen = 1 end
     local cur = floor(now / slotLen)
