@@ -160,6 +160,7 @@ type params struct {
 	den      int64 // C/g: units per µs
 	tau      int64 // B × emission: bucket size in units
 	limit    int64 // Decision.Limit: burst for meters, count for windows and the log
+	debtCap  int64 // quo(maxDebt, den): the most whole µs of debt a meter counts (meters only)
 }
 
 func gcd(a, b int64) int64 {
@@ -209,6 +210,7 @@ func newParams(alg Algorithm, l Limit) (params, error) {
 		}
 		p.tau = p.burst * p.emission
 		p.limit = p.burst
+		p.debtCap = quo(maxDebt, p.den)
 	}
 	return p, nil
 }

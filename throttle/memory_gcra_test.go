@@ -1,0 +1,70 @@
+package throttle
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestMemoryGCRAFusedMatchesDefinition holds the MemoryStore's fused GCRA
+// path (allowGCRA) to the definition (decideState): random traces on one
+// key shared by limiters of different limits (so states written under
+// another denominator are read), with the clock stepping back, far enough
+// for a huge denominator's debt cap to bind, peeks, and requests beyond
+// the burst. Every Decision and every stored state must be the
+// definition's, to the bit.
+func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 99))
+		clk := newSetClock()
+		s := NewMemoryStore(WithClock(clk))
+		var lims []*Limiter
+		for range 1 + r.IntN(3) {
+			l := randomLimit(r, GCRA)
+			if r.IntN(4) == 0 {
+				// den = 2^30: the debt cap is 2^21 µs, about two seconds.
+				l = Limit{Count: 1 << 30, Period: 3 * time.Microsecond, Burst: 1 + r.IntN(1<<20)}
+			}
+			lims = append(lims, mustNew(t, s, GCRA, l))
+		}
+		var st state
+		var ok bool
+		now := clocktestEpochMicros + r.Int64N(1e9)
+		for i := range 400 {
+			lim := lims[r.IntN(len(lims))]
+			switch x := r.IntN(20); {
+			case x == 0:
+				now -= r.Int64N(10_000_000) // far back: the debt cap binds
+			case x == 1:
+				now += r.Int64N(3 * lim.p.period)
+			case x < 6:
+			default:
+				now += r.Int64N(max(1, 2*lim.p.period/lim.p.count) + 1)
+			}
+			n := int64(1)
+			switch r.IntN(8) {
+			case 0:
+				n = 0
+			case 1:
+				n = r.Int64N(lim.p.burst + 3)
+			}
+			clk.Set(time.UnixMicro(now))
+			got := mustAllow(t, lim, "k", int(n))
+			want, next, write := decideState(&lim.p, st, ok, now, n)
+			if got != want {
+				t.Fatalf("seed %d op %d (%+v, n=%d at %d): store %+v, definition %+v", seed, i, lim.Limit(), n, now, got, want)
+			}
+			if write {
+				st, ok = next, true
+			}
+			sh, h := s.shardOf(GCRA, "k")
+			j := sh.lookup(h, memKey{key: "k", alg: GCRA})
+			if (j != none) != ok || ok && sh.entries[j].st != st {
+				t.Fatalf("seed %d op %d: stored %+v (found %v), want %+v (%v)", seed, i, sh.entries[max(j, 0)].st, j != none, st, ok)
+			}
+			if write && sh.entries[j].expires != now+int64(want.ResetAfter/time.Microsecond) {
+				t.Fatalf("seed %d op %d: expires at %d, want now %d + ResetAfter %v", seed, i, sh.entries[j].expires, now, want.ResetAfter)
+			}
+		}
+	}
+}
