@@ -48,8 +48,9 @@ func (l *Limiter) Limit() Limit {
 }
 
 // Allow is AllowN(ctx, key, 1).
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.allow(ctx, key, 1)
+func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
+	err = l.allow(ctx, &d, key, 1)
+	return d, err
 }
 
 // AllowN decides whether key may do n now and, if so, counts it. n = 0
@@ -60,8 +61,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // Errors wrap ErrEmptyKey, ErrInvalidCost, ErrNilStore, ErrInvalidTime or
 // ErrStore (with the store's own error); the Decision is then the zero
 // value, which refuses.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	return l.allow(ctx, key, n) // small enough to inline: one call less
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d Decision, err error) {
+	err = l.allow(ctx, &d, key, n) // small enough to inline: one call less
+	return d, err
 }
 
 // allowN is AllowN through the Store interface, and every error.

@@ -105,12 +105,19 @@ func (s *MemoryStore) err() error {
 // clock is followed within a second (a step back is safe: see
 // MemoryStore).
 func (s *MemoryStore) now() (int64, error) {
-	if s.clock == nil {
-		if a := s.wall.Load(); a != nil {
-			if el := time.Since(a.t); el >= 0 && el < wallRefresh {
-				return a.micros + int64(el/time.Microsecond), nil
-			}
+	// wall is only ever set without WithClock (readWall), so the common
+	// case tests nothing else; unsigned, a negative el is out of range too.
+	if a := s.wall.Load(); a != nil {
+		if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) {
+			return a.micros + int64(el/uint64(time.Microsecond)), nil
 		}
+	}
+	return s.clockNow()
+}
+
+// clockNow is now when the anchor is missing or stale, or with WithClock.
+func (s *MemoryStore) clockNow() (int64, error) {
+	if s.clock == nil {
 		return s.readWall()
 	}
 	return micros(s.clock.Now())
@@ -148,36 +155,40 @@ func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 		return Decision{}, err
 	}
 	l := Limiter{store: s, mem: s, p: *r.p}
-	return l.allow(ctx, r.key, int(r.n))
+	var d Decision
+	err := l.allow(ctx, &d, r.key, int(r.n))
+	return d, err
 }
 
-// allow is AllowN. With a MemoryStore (l.mem) it decides here, in one
-// function from the clock to the algorithm: every call level costs a copy
-// of the Decision, which is too wide to stay in registers. Anything else,
-// and every error, goes through the Store interface (allowN).
-func (l *Limiter) allow(ctx context.Context, key string, n int) (d Decision, err error) {
+// allow is AllowN, writing the Decision to *d (on error, the zero
+// Decision). With a MemoryStore (l.mem) it decides here, in one function
+// from the clock to the algorithm: a Decision is too wide to stay in
+// registers, so every call level that returns one copies it through
+// memory; written through d, it is written once, where the caller wants
+// it. Anything else, and every error, goes through the Store interface
+// (allowN).
+func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (err error) {
 	if l == nil || l.mem == nil || key == "" || n < 0 {
-		return l.allowN(ctx, key, n)
+		*d, err = l.allowN(ctx, key, n)
+		return err
 	}
 	s, p := l.mem, &l.p
 	now, err := s.now()
 	if err != nil {
-		return Decision{}, err
+		return err
 	}
 	h := keyHash(s.seed, p.alg, key)
 	sh := s.shards[h&s.mask]
 	sh.mu.Lock()
 	i := sh.lookup(h, memKey{key: key, alg: p.alg})
-	if p.alg == GCRA {
-		if d, ok := sh.allowGCRA(h, i, p, key, int64(n), now); ok {
-			sh.mu.Unlock()
-			return d, nil
-		}
+	if p.alg == GCRA && sh.allowGCRA(d, h, i, p, key, int64(n), now) {
+		sh.mu.Unlock()
+		return nil
 	}
 	if p.alg == SlidingLog {
-		d = sh.decideLog(h, i, p, key, int64(n), now)
+		*d = sh.decideLog(h, i, p, key, int64(n), now)
 		sh.mu.Unlock()
-		return d, nil
+		return nil
 	}
 	var e *memEntry
 	var st state
@@ -186,7 +197,7 @@ func (l *Limiter) allow(ctx context.Context, key string, n int) (d Decision, err
 		e.used = true
 		st = e.st
 	}
-	next, write := decideStateTo(&d, p, st, e != nil, now, int64(n))
+	next, write := decideStateTo(d, p, st, e != nil, now, int64(n))
 	if write {
 		if e == nil {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
@@ -196,7 +207,7 @@ func (l *Limiter) allow(ctx context.Context, key string, n int) (d Decision, err
 		e.expires = now + int64(d.ResetAfter/time.Microsecond)
 	}
 	sh.mu.Unlock()
-	return d, nil
+	return nil
 }
 
 // allowGCRA is decideGCRA and meter fused for the common case, a request
@@ -205,8 +216,8 @@ func (l *Limiter) allow(ctx context.Context, key string, n int) (d Decision, err
 // Decision to the bit, without the definition's three calls, its second
 // division by den (ResetAfter's ceiling is the new TAT's quotient, rounded
 // up) and the Decision it zeroes and fills field by field. It writes the
-// key's new state; i is the key's slot or none.
-func (sh *shard) allowGCRA(h uint64, i int32, p *params, key string, n, now int64) (d Decision, ok bool) {
+// key's new state and *d; i is the key's slot or none.
+func (sh *shard) allowGCRA(d *Decision, h uint64, i int32, p *params, key string, n, now int64) bool {
 	var e *memEntry
 	var debt int64
 	if i != none {
@@ -225,11 +236,11 @@ func (sh *shard) allowGCRA(h uint64, i int32, p *params, key string, n, now int6
 		}
 	}
 	if n > p.burst {
-		return d, false
+		return false
 	}
 	used := debt + n*p.emission
 	if used > p.tau && n > 0 {
-		return d, false
+		return false
 	}
 	q := quo(used, p.den)
 	frac := used - q*p.den
@@ -247,7 +258,8 @@ func (sh *shard) allowGCRA(h uint64, i int32, p *params, key string, n, now int6
 		e.st = state{a: now + q, b: frac, c: p.den}
 		e.expires = now + reset
 	}
-	return Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}, true
+	*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
+	return true
 }
 
 // emptyLog is the log of a key that has none; nothing writes to it.
