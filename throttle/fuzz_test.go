@@ -11,7 +11,9 @@ import (
 // back may not create allowance), RetryAfter exactness while the clock has
 // not stepped back, Remaining within [0, Limit], and, for the meters,
 // that GCRA, the token bucket and the leaky bucket decide alike on the
-// monotone prefix of the trace.
+// monotone prefix of the trace. A MemoryStore decides the same trace and
+// must answer as the definition does (its GCRA has a fused path of its
+// own).
 //
 // The trace is pairs of bytes (dt, n): dt 255 jumps three periods ahead,
 // 254 steps back up to one period, anything else moves dt/64 of an
@@ -38,6 +40,8 @@ func FuzzAlgorithms(f *testing.F) {
 			t.Fatalf("%v %v: %v", alg, l, err)
 		}
 		ops := fuzzTrace(m.p, trace)
+		clk := newSetClock()
+		lim := mustNew(t, NewMemoryStore(WithClock(clk)), alg, l)
 		var adm []admitted
 		var latest, seen int64
 		monotone := true
@@ -48,6 +52,10 @@ func FuzzAlgorithms(f *testing.F) {
 			seen = max(seen, o.at)
 			before := m.clone()
 			d := m.decide(o.at, o.n)
+			clk.Set(time.UnixMicro(o.at))
+			if got := mustAllow(t, lim, "k", int(o.n)); got != d {
+				t.Fatalf("%v %v op %d (n=%d at %d): MemoryStore %+v, definition %+v", alg, l, i, o.n, o.at, got, d)
+			}
 			if d.Remaining < 0 || d.Remaining > d.Limit || d.Limit != int(m.p.limit) || d.ResetAfter < 0 {
 				t.Fatalf("op %d: %+v out of range for %v %v", i, d, alg, l)
 			}
