@@ -79,16 +79,7 @@ func ceilDiv(a, b int64) int64 {
 func decideGCRA(d *Decision, p *params, st state, ok bool, now, n int64) (state, bool) {
 	var debt int64
 	if ok {
-		tat, rem := st.a, st.b
-		if st.c != p.den { // written under another limit: whole µs, rounded up
-			if rem > 0 {
-				tat++
-			}
-			rem = 0
-		}
-		if d := tat - now; d >= 0 {
-			debt = min(d, quo(maxDebt, p.den))*p.den + rem
-		}
+		debt = gcraDebt(p, st, now)
 	}
 	used, allowed := meter(d, p, debt, now, n)
 	if !allowed || n == 0 {
@@ -96,6 +87,22 @@ func decideGCRA(d *Decision, p *params, st state, ok bool, now, n int64) (state,
 	}
 	q := quo(used, p.den)
 	return state{a: now + q, b: used - q*p.den, c: p.den}, true
+}
+
+// gcraDebt is the debt (units) of an existing GCRA key with state st at
+// now: max(0, TAT − now), at most debtCap µs of it.
+func gcraDebt(p *params, st state, now int64) int64 {
+	tat, rem := st.a, st.b
+	if st.c != p.den { // written under another limit: whole µs, rounded up
+		if rem > 0 {
+			tat++
+		}
+		rem = 0
+	}
+	if lag := tat - now; lag >= 0 {
+		return min(lag, p.debtCap)*p.den + rem // debtCap = quo(maxDebt, den)
+	}
+	return 0
 }
 
 // decideTokenBucket: tokens (in units, a full bucket holds tau) refill by

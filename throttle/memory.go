@@ -222,17 +222,8 @@ func (sh *shard) allowGCRA(d *Decision, h uint64, i int32, p *params, key string
 	var debt int64
 	if i != none {
 		e = &sh.entries[i]
-		if st := e.st; st.c > 0 {
-			tat, rem := st.a, st.b
-			if st.c != p.den { // written under another limit: whole µs, rounded up
-				if rem > 0 {
-					tat++
-				}
-				rem = 0
-			}
-			if lag := tat - now; lag >= 0 {
-				debt = min(lag, p.debtCap)*p.den + rem
-			}
+		if e.st.c > 0 {
+			debt = gcraDebt(p, e.st, now)
 		}
 	}
 	if n > p.burst {

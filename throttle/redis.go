@@ -209,7 +209,7 @@ func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decis
 }
 
 // decideGCRA runs gcra_one.lua, which writes the new state if the request
-// fits and replies with the key's debt before it; meter, the MemoryStore's
+// fits and replies with the key's debt before it; meter, the definition's
 // own code, turns the debt into the Decision. (The script's test for
 // "fits" is meter's: see gcraArgs.)
 func (s *RedisStore) decideGCRA(ctx context.Context, r request, now int64) (Decision, error) {

@@ -3,8 +3,8 @@
 -- of decideGCRA in algorithms.go, same operations in the same order),
 -- write the new state if the request fits, and reply with the debt. The Go
 -- side turns the debt into the Decision with meter, the very function the
--- MemoryStore calls, so both stores decide identically by construction
--- (the differential tests check it).
+-- definition (decideGCRA) calls, so both stores decide as defined (the
+-- differential tests check it).
 --
 -- Why so little: Redis runs a script's body anew on every call, and every
 -- Lua operation, string, table and C call costs the server time per
