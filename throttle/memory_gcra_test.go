@@ -7,11 +7,11 @@ import (
 )
 
 // TestMemoryGCRAFusedMatchesDefinition holds the MemoryStore's fused GCRA
-// path (allowGCRA) to the definition (decideState): random traces on one
-// key shared by limiters of different limits (so states written under
-// another denominator are read), with the clock stepping back, far enough
-// for a huge denominator's debt cap to bind, peeks, and requests beyond
-// the burst. Every Decision and every stored state must be the
+// path (in Limiter.allow) to the definition (decideState): random traces
+// on one key shared by limiters of different limits (so states written
+// under another denominator are read), with the clock stepping back, far
+// enough for a huge denominator's debt cap to bind, peeks, and requests
+// beyond the burst. Every Decision and every stored state must be the
 // definition's, to the bit.
 func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
 	for seed := range uint64(200) {
