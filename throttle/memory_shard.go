@@ -77,19 +77,22 @@ func keyHash(seed maphash.Seed, alg Algorithm, key string) uint64 {
 // reading entries.
 func tag(h uint64) uint64 { return h >> 32 }
 
-// lookup returns the key's slot, or none. h is the key's hash.
+// lookup returns the key's slot, or none. h is the key's hash. It is
+// written to stay within the compiler's inlining budget (pos wraps through
+// the mask at each read rather than at each step, the slot is the index
+// word's low 32 bits by conversion): inlined into allow, it saves a call
+// and the registers spilled around it.
 func (s *shard) lookup(h uint64, k memKey) int32 {
 	mask := uint64(len(s.index) - 1)
-	t := tag(h)
-	for pos := t & mask; ; pos = (pos + 1) & mask {
-		v := s.index[pos]
+	t := h >> 32
+	for pos := t; ; pos++ {
+		v := s.index[pos&mask]
 		if v == 0 {
 			return none
 		}
 		if v>>32 == t {
-			i := int32(v&0xffffffff) - 1
-			if e := &s.entries[i]; e.key == k.key && e.alg == k.alg {
-				return i
+			if e := &s.entries[int32(v)-1]; e.key == k.key && e.alg == k.alg {
+				return int32(v) - 1
 			}
 		}
 	}
