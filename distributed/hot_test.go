@@ -186,7 +186,7 @@ func FuzzHotPathMatchesLeaseScript(f *testing.F) {
 	var trial atomic.Int64
 	f.Fuzz(func(t *testing.T, warm bool, rate float64, need, extra uint16, maxWait uint32, demand float64, tau uint32, dt int32, pid uint8) {
 		if !(rate > 0 && rate <= 1e12) || tau == 0 {
-			t.Skip("the Go side never sends this rate or τ")
+			return // the Go side never sends this rate or τ
 		}
 		kind, kind01, warmup := "b", 0.0, 0.0
 		if warm {
