@@ -66,18 +66,11 @@ func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 	if l.kind == "w" {
 		kind = 1
 	}
-	join := 0.0
-	switch l.joinArgLocked() {
-	case "1":
-		join = 1
-	case "2":
-		join = 2
-	}
 	return []any{
 		packDoubles(float64(l.redisNow()), kind, l.rate, l.cfg.maxBurstSeconds, float64(micros(l.cfg.warmup)),
 			l.cfg.coldFactor, float64(l.configVersion), float64(micros(l.cfg.leaseValidity)),
 			float64(micros(l.cfg.registryTTL)), float64(need), float64(l.wantLocked()), float64(micros(wait)),
-			l.reported, float64(micros(l.cfg.leaseDuration)), join),
+			l.reported, float64(micros(l.cfg.leaseDuration)), l.joinArgLocked()),
 		"p:" + l.cfg.processID,
 		l.unitArgLocked(),
 	}
@@ -103,16 +96,16 @@ func (l *Limiter) unitArgLocked() string {
 }
 
 // joinArgLocked is lease.lua's join argument: until a lease has told the
-// limiter what its name holds, ask ('1'), or ask and refuse a mismatch
-// ('2'); then nothing ('0').
-func (l *Limiter) joinArgLocked() string {
+// limiter what its name holds, ask (1), or ask and refuse a mismatch (2);
+// then nothing (0).
+func (l *Limiter) joinArgLocked() float64 {
 	switch {
 	case l.joined:
-		return "0"
+		return 0
 	case l.cfg.refuseMismatch:
-		return "2"
+		return 2
 	}
-	return "1"
+	return 1
 }
 
 func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {

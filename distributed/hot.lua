@@ -15,8 +15,7 @@
 -- two equal, reply and stored bytes.
 --
 -- The literal constants are lease.lua's: MAX_WAIT (1e6), MIN_TTL_MS (1000),
--- MAX_TTL_MS (86400000), REFRESH (10000), BUCKETS (16), SWEEP (64) and
--- ZERO (-1e9).
+-- MAX_TTL_MS (86400000), REFRESH (10000), BUCKETS (16) and ZERO (-1e9).
 --
 -- Arguments and layout: see lease.lua. Only a lease in the compact form
 -- comes here (three arguments: Redis makes a Lua string of every argument,
@@ -24,6 +23,57 @@
 -- this block reads its numbers with one struct.unpack, not one strtod
 -- each). The reply is lease.lua's nine numbers, packed as little-endian
 -- doubles in one string.
+
+-- waterLevel is the max-min fair share (water filling) over the demand
+-- histogram hist (HGETALL of KEYS[2]) at rate: the processes counted, the
+-- level (+Inf when the fleet wants less than the rate) and the rate left
+-- over then. sweep deletes the registry entries that no longer count among
+-- 64 fields after cursor sc (HSCAN COUNT), for a new slot cur, and returns
+-- the next cursor: dead entries cost only memory, so a slow sweep is
+-- enough, at least 128 a second. Both are used here and by lease.lua (one chunk), and made
+-- once per call: a closure costs about 1 % of a lease.
+local function waterLevel(hist, rate)
+  local byBucket, list = {}, {}
+  for i = 1, #hist, 2 do
+    local c = tonumber(hist[i + 1])
+    if c and c > 0 then
+      local k = string.sub(hist[i], 3)
+      local x = byBucket[k]
+      if x == nil then
+        x = {v = 2 ^ ((tonumber(k) or -1e9) / 16), c = 0}
+        byBucket[k] = x
+        list[#list + 1] = x
+      end
+      x.c = x.c + c
+    end
+  end
+  table.sort(list, function(x, y) return x.v < y.v end)
+  local n = 0
+  for i = 1, #list do n = n + list[i].c end
+  local level, remaining, m = math.huge, rate, n
+  for i = 1, #list do
+    local l = remaining / m
+    if list[i].v > l then
+      level = l
+      break
+    end
+    remaining = remaining - list[i].v * list[i].c
+    m = m - list[i].c
+  end
+  return n, level, remaining
+end
+
+local function sweep(sc, cur)
+  local r = redis.call('HSCAN', KEYS[1], string.format('%d', sc), 'MATCH', 'p:*', 'COUNT', '64')
+  local dead = {}
+  for i = 1, #r[2], 2 do
+    local ev = r[2][i + 1]
+    if #ev ~= 24 or struct.unpack('<d', ev) < cur - 1 then dead[#dead + 1] = r[2][i] end
+  end
+  if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
+  return tonumber(r[1])
+end
+
 if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- join 0: its last byte
   local INF = math.huge
   local TWO63 = 9223372036854775808
@@ -108,46 +158,12 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
       if lt < 0 then lt = -lt end
       if now < lt or (lvt <= 0 and now - lt >= 10000) then
         local h = redis.call('HGETALL', KEYS[2])
-        local byBucket, list = {}, {}
-        for i = 1, #h, 2 do
-          local c = tonumber(h[i + 1])
-          if c and c > 0 then
-            local k = string.sub(h[i], 3)
-            local x = byBucket[k]
-            if x == nil then
-              x = {v = 2 ^ ((tonumber(k) or -1e9) / 16), c = 0}
-              byBucket[k] = x
-              list[#list + 1] = x
-            end
-            x.c = x.c + c
-          end
-        end
-        table.sort(list, function(x, y) return x.v < y.v end)
-        local n = 0
-        for i = 1, #list do n = n + list[i].c end
-        local level, remaining, m = INF, rate, n
-        for i = 1, #list do
-          local l = remaining / m
-          if list[i].v > l then
-            level = l
-            break
-          end
-          remaining = remaining - list[i].v * list[i].c
-          m = m - list[i].c
-        end
+        local n, level, remaining = waterLevel(h, rate)
         np, lvl, lvt = n, level, now
         if np < 1 then np = 1 end
         if level == INF and n > 0 then spr = remaining / n else spr = 0 end
         if newSlot then
-          -- Sweep a few registry entries that no longer count.
-          local r = redis.call('HSCAN', KEYS[1], string.format('%d', sc), 'MATCH', 'p:*', 'COUNT', '64')
-          sc = tonumber(r[1])
-          local dead = {}
-          for i = 1, #r[2], 2 do
-            local ev = r[2][i + 1]
-            if #ev ~= 24 or struct.unpack('<d', ev) < cur - 1 then dead[#dead + 1] = r[2][i] end
-          end
-          if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
+          sc = sweep(sc, cur) -- entries that no longer count
         end
       end
 

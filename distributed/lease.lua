@@ -76,10 +76,8 @@ local REFRESH = 10000
 -- BUCKETS is the demand histogram's resolution, in buckets per octave: a
 -- reported demand counts as 2^(k/16) for the nearest k, within 2.2 %.
 local BUCKETS = 16
--- SWEEP is how many registry entries each new slot looks at (HSCAN COUNT)
--- to delete those that no longer count. They cost only memory, so a slow
--- sweep is enough: at least 2 × SWEEP a second.
-local SWEEP = 64
+-- The registry's sweep and the water filling are hot.lua's sweep and
+-- waterLevel, defined before this file.
 -- The fleet's numbers, packed after the engine's in the state: the
 -- registry slot the demand counts belong to (-1: none yet), the cached
 -- water level (+Inf when the fleet wants less than the rate), the spare
@@ -349,44 +347,13 @@ local lt = math.abs(s.lvt)
 if fresh or now < lt or (s.lvt <= 0 and now - lt >= REFRESH) then
   local h = redis.pcall('HGETALL', KEYS[2])
   if h.err then return wrongType(KEYS[2], 'registry') end
-  local byBucket, list = {}, {}
-  for i = 1, #h, 2 do
-    local c = tonumber(h[i + 1])
-    if c and c > 0 then
-      local k = string.sub(h[i], 3)
-      if byBucket[k] == nil then
-        byBucket[k] = {v = 2 ^ ((tonumber(k) or ZERO) / BUCKETS), c = 0}
-        list[#list + 1] = byBucket[k]
-      end
-      byBucket[k].c = byBucket[k].c + c
-    end
-  end
-  table.sort(list, function(x, y) return x.v < y.v end)
-  local n = 0
-  for i = 1, #list do n = n + list[i].c end
-  local level, remaining, m = INF, rate, n
-  for i = 1, #list do
-    local l = remaining / m
-    if list[i].v > l then
-      level = l
-      break
-    end
-    remaining = remaining - list[i].v * list[i].c
-    m = m - list[i].c
-  end
+  local n, level, remaining = waterLevel(h, rate)
   s.np, s.lvl, s.lvt = math.max(n, 1), level, now
   if level == INF and n > 0 then s.spr = remaining / n else s.spr = 0 end
   if newSlot then
     -- Sweep a few registry entries that no longer count (the caller's
     -- own is written again below).
-    local r = redis.call('HSCAN', KEYS[1], string.format('%d', s.sc), 'MATCH', 'p:*', 'COUNT', SWEEP)
-    s.sc = tonumber(r[1])
-    local dead = {}
-    for i = 1, #r[2], 2 do
-      local sl = parseEntry(r[2][i + 1])
-      if sl == nil or sl < cur - 1 then dead[#dead + 1] = r[2][i] end
-    end
-    if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
+    s.sc = sweep(s.sc, cur)
   end
 end
 local np = s.np
