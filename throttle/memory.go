@@ -410,7 +410,7 @@ func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error 
 	sh, h := s.shardOf(alg, key)
 	sh.mu.Lock()
 	if i := sh.lookup(h, memKey{key: key, alg: alg}); i != none {
-		sh.remove(h, i)
+		sh.remove(i)
 	}
 	sh.mu.Unlock()
 	return nil

@@ -5,26 +5,27 @@ import (
 	"sync"
 )
 
-// shard is one lock's worth of a MemoryStore: the keys' entries in a dense
-// slice, found through an open-addressing index, and a clock hand that
-// walks the entries to reclaim expired keys and to choose which key to
-// evict when the shard is full.
+// shard is one lock's worth of a MemoryStore: the keys' entries in one
+// open-addressing table, and a clock hand that walks the table to reclaim
+// expired keys and to choose which key to evict when the shard is full.
 //
 // The layout is for the decision on an existing key, which must be fast
 // when keys are many and scattered (100 000 live keys do not fit in a CPU
-// cache): one hash of the key, which also chose the shard; one index word
-// (8 bytes, sixteen probes per cache line); one 64-byte entry. No pointer
-// per key either, so the garbage collector scans one slice per shard, not a
-// million small objects.
+// cache, nor their pages in its TLB): one hash of the key, which also chose
+// the shard, and one 64-byte entry, found at the key's home position or a
+// few entries after it (linear probing: the next entries are the next cache
+// lines of the same page). The table holds the entries themselves, not an
+// index of them, because every extra indirection is one more random memory
+// reference per decision, and at this size each costs more than the
+// decision's arithmetic. No pointer per key either, so the garbage
+// collector scans one slice per shard, not a million small objects.
 //
 // Everything here runs with mu held.
 type shard struct {
 	mu      sync.Mutex
 	seed    maphash.Seed // the store's
-	index   []uint64     // 0: empty; else the hash's high 32 bits << 32 | slot+1
-	entries []memEntry
-	free    int32 // first free slot, threaded through next; none if empty
-	hand    int32 // the next slot the clock hand looks at
+	entries []memEntry   // the table; an empty key marks a free entry
+	hand    int32        // the next entry the clock hand looks at
 	live    int
 	max     int // keys this shard may hold
 
@@ -41,149 +42,183 @@ type memKey struct {
 	alg Algorithm
 }
 
-// memEntry is one key's state. expires is the time (µs) from which the
-// state is indistinguishable from an absent key (the key is back to its
-// full allowance): then it may be reclaimed. used is set by every decision
-// and cleared by the clock hand: a key used since the hand last passed it
-// gets a second chance before eviction.
+// memEntry is one key's state, 64 bytes: one cache line (a table of at
+// least 32 KiB is page-aligned, so entries do not straddle lines). An empty
+// key marks a free entry: keys are never empty (ErrEmptyKey). tag is the
+// high half of the key's hash: its low bits are the key's home position,
+// so the table can grow and delete without hashing keys again, and
+// comparing it first spares most key comparisons. expires is the time (µs)
+// from which the state is indistinguishable from an absent key (the key
+// is back to its full allowance): then it may be reclaimed. used is set by
+// every decision and cleared by the clock hand: a key used since the hand
+// last passed it gets a second chance before eviction.
 type memEntry struct {
 	key     string
-	alg     Algorithm
-	inUse   bool
-	used    bool
-	next    int32 // free list
 	st      state
 	expires int64
 	log     *ring // SlidingLog only
+	tag     uint32
+	alg     Algorithm
+	used    bool
 }
 
-// reclaimPerInsert is how many slots an insert inspects for expired keys:
-// memory is reclaimed a little at a time, by the writers that need it, and
-// never by a sweep that holds the lock over the whole shard.
+// maxLoad is the fraction of a table's entries that may be in use before
+// it grows (maxLoadNum / maxLoadDen): at most three quarters full, a
+// lookup of a present key reads 2.5 entries at worst on average with
+// linear probing, all on one page but for the rare run that crosses one.
+// A table doubles until it is as large as its shard's max keys need at
+// that load, and no larger: its length need not be a power of two (a
+// key's home is its tag scaled to the length, not masked), so a full
+// store costs 64 / maxLoad bytes per key, not up to twice that.
+const maxLoadNum, maxLoadDen = 3, 4
+
+// reclaimPerInsert is how many entries an insert inspects for expired
+// keys: memory is reclaimed a little at a time, by the writers that need
+// it, and never by a sweep that holds the lock over the whole shard.
 const reclaimPerInsert = 2
 
 func newShard(seed maphash.Seed, max int) *shard {
-	return &shard{seed: seed, index: make([]uint64, 8), free: none, max: max}
+	return &shard{seed: seed, entries: make([]memEntry, 8), max: max}
 }
 
 // keyHash hashes (alg, key). Its low bits choose the shard, its high 32
-// bits the position in the shard's index.
+// bits (the tag) the position in the shard's table.
 func keyHash(seed maphash.Seed, alg Algorithm, key string) uint64 {
 	return maphash.String(seed, key) ^ uint64(alg)*0x9e3779b97f4a7c15
 }
 
-// tag is the part of a key's hash the index keeps; its low bits are the
-// key's home position, so the index can be rebuilt and repaired without
-// reading entries.
-func tag(h uint64) uint64 { return h >> 32 }
+// tag is the part of a key's hash the table keeps.
+func tag(h uint64) uint32 { return uint32(h >> 32) }
 
-// lookup returns the key's slot, or none. h is the key's hash. It is
+// home is where a key of tag t belongs in a table of n entries: t scaled
+// from [0, 2³²) to [0, n).
+func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
+
+// lookup returns the key's position, or none. h is the key's hash. It is
 // written to stay within the compiler's inlining budget (pos wraps through
-// the mask at each read rather than at each step, the slot is the index
-// word's low 32 bits by conversion): inlined into allow, it saves a call
-// and the registers spilled around it.
+// the mask at each read rather than at each step): inlined into allow, it
+// saves a call and the registers spilled around it.
 func (s *shard) lookup(h uint64, k memKey) int32 {
-	mask := uint64(len(s.index) - 1)
-	t := h >> 32
-	for pos := t; ; pos++ {
-		v := s.index[pos&mask]
-		if v == 0 {
-			return none
+	t := uint32(h >> 32)
+	for pos := home(t, len(s.entries)); ; pos++ {
+		if pos == len(s.entries) {
+			pos = 0
 		}
-		if v>>32 == t {
-			if e := &s.entries[int32(v)-1]; e.key == k.key && e.alg == k.alg {
-				return int32(v) - 1
-			}
+		e := &s.entries[pos]
+		if e.tag == t && e.key == k.key && e.alg == k.alg {
+			return int32(pos)
+		}
+		if e.key == "" {
+			return none
 		}
 	}
 }
 
-// insert adds k (absent, hash h) and returns its slot. It first reclaims a
-// few expired keys, then, if the shard is full, evicts one.
+// insert adds k (absent, hash h) and returns its position, which holds
+// until the shard next inserts or removes a key (both move entries). It
+// first reclaims a few expired keys, then, if the shard is full, evicts
+// one.
 func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 	s.reclaim(now)
 	if s.live >= s.max {
 		s.evict(now)
 	}
-	i := s.free
-	if i != none {
-		s.free = s.entries[i].next
-	} else {
-		s.entries = append(s.entries, memEntry{})
-		i = int32(len(s.entries) - 1)
-	}
-	s.entries[i] = memEntry{key: k.key, alg: k.alg, inUse: true, next: none}
-	if 2*(s.live+1) > len(s.index) {
+	if maxLoadDen*(s.live+1) > maxLoadNum*len(s.entries) {
 		s.grow()
 	}
-	mask := uint64(len(s.index) - 1)
-	pos := tag(h) & mask
-	for s.index[pos] != 0 {
-		pos = (pos + 1) & mask
-	}
-	s.index[pos] = tag(h)<<32 | uint64(i+1)
+	pos := s.free(tag(h))
+	s.entries[pos] = memEntry{key: k.key, alg: k.alg, tag: tag(h)}
 	s.live++
-	return i
+	return int32(pos)
 }
 
-// grow doubles the index.
+// free returns the first free entry from tag t's home on.
+func (s *shard) free(t uint32) int {
+	pos := home(t, len(s.entries))
+	for s.entries[pos].key != "" {
+		if pos++; pos == len(s.entries) {
+			pos = 0
+		}
+	}
+	return pos
+}
+
+// grow doubles the table, or makes it as large as the shard's max keys
+// need at maxLoad if that is less.
 func (s *shard) grow() {
-	old := s.index
-	s.index = make([]uint64, 2*len(old))
-	mask := uint64(len(s.index) - 1)
-	for _, v := range old {
-		if v == 0 {
-			continue
-		}
-		pos := (v >> 32) & mask
-		for s.index[pos] != 0 {
-			pos = (pos + 1) & mask
-		}
-		s.index[pos] = v
+	old := s.entries
+	n := 2 * len(old)
+	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
+		n = max(full, len(old)+1)
 	}
+	s.entries = make([]memEntry, n)
+	for i := range old {
+		if old[i].key != "" {
+			s.entries[s.free(old[i].tag)] = old[i]
+		}
+	}
+	s.hand = 0
 }
 
-// remove forgets slot i (live, hash h) and frees it. A sliding log's ring
-// is dropped with it.
-func (s *shard) remove(h uint64, i int32) {
-	mask := uint64(len(s.index) - 1)
-	want := tag(h)<<32 | uint64(i+1)
-	pos := tag(h) & mask
-	for s.index[pos] != want {
-		pos = (pos + 1) & mask
+// remove forgets the key at position i (live). A sliding log's ring is
+// dropped with it. Entries after i may move back into the hole.
+func (s *shard) remove(i int32) {
+	n := len(s.entries)
+	// dist is how far ahead of from, wrapping, to is.
+	dist := func(from, to int) int {
+		if d := to - from; d >= 0 {
+			return d
+		}
+		return to - from + n
 	}
+	next := func(j int) int {
+		if j++; j == n {
+			return 0
+		}
+		return j
+	}
+	pos := int(i)
 	// Backward-shift deletion: pull later entries of the probe run into
 	// the hole when the hole lies between their home and where they are,
 	// so lookups never need tombstones.
-	for j := (pos + 1) & mask; s.index[j] != 0; j = (j + 1) & mask {
-		home := (s.index[j] >> 32) & mask
-		if (j-home)&mask >= (j-pos)&mask {
-			s.index[pos] = s.index[j]
+	for j := next(pos); s.entries[j].key != ""; j = next(j) {
+		if dist(home(s.entries[j].tag, n), j) >= dist(pos, j) {
+			s.entries[pos] = s.entries[j]
 			pos = j
 		}
 	}
-	s.index[pos] = 0
-	s.entries[i] = memEntry{next: s.free}
-	s.free = i
+	s.entries[pos] = memEntry{}
 	s.live--
 }
 
-// reclaim inspects the next reclaimPerInsert slots, round robin, and
-// removes those whose state has expired at now. Every slot is inspected
-// once per len(entries)/reclaimPerInsert inserts, so expired keys never
+// reclaim inspects the next reclaimPerInsert keys, round robin, and
+// removes those whose state has expired at now (it passes at most four
+// times as many entries, free ones included). Every key is inspected once
+// per about live/reclaimPerInsert inserts (but for one that a removal
+// moves back past the hand, which waits a turn), so expired keys never
 // pile up past what the inserts themselves bring; a clock that steps back
 // reclaims less, never more.
 func (s *shard) reclaim(now int64) {
 	n := int32(len(s.entries))
-	for range min(reclaimPerInsert, n) {
+	keys := 0
+	for range min(4*reclaimPerInsert, n) {
 		if s.hand >= n {
 			s.hand = 0
 		}
-		if e := &s.entries[s.hand]; e.inUse && e.expires <= now {
-			s.remove(s.hashOf(e), s.hand)
-			s.expired++
+		e := &s.entries[s.hand]
+		if e.key == "" {
+			s.hand++
+			continue
 		}
-		s.hand++
+		if keys++; e.expires <= now {
+			s.remove(s.hand)
+			s.expired++ // the hole may have been filled: the hand stays
+		} else {
+			s.hand++
+		}
+		if keys == reclaimPerInsert {
+			return
+		}
 	}
 }
 
@@ -199,16 +234,14 @@ func (s *shard) evict(now int64) {
 		}
 		e := &s.entries[s.hand]
 		switch {
-		case !e.inUse:
+		case e.key == "":
 		case e.expires <= now:
-			s.remove(s.hashOf(e), s.hand)
+			s.remove(s.hand)
 			s.expired++
-			s.hand++
 			return
 		case !e.used:
-			s.remove(s.hashOf(e), s.hand)
+			s.remove(s.hand)
 			s.evictions++
-			s.hand++
 			return
 		default:
 			e.used = false
@@ -216,10 +249,6 @@ func (s *shard) evict(now int64) {
 		s.hand++
 	}
 }
-
-// hashOf recomputes an entry's hash (eviction and reclaim only: the
-// decision path hashes once).
-func (s *shard) hashOf(e *memEntry) uint64 { return keyHash(s.seed, e.alg, e.key) }
 
 // ring is a sliding log's timestamps, oldest first, in a power-of-two
 // buffer used as a circular queue, so that dropping expired entries and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -276,39 +277,52 @@ func BenchmarkMemoryFlood(b *testing.B) {
 	}
 }
 
-// TestShardIndexAgainstMap inserts and removes keys at random in one shard
-// whose hashes are forced into a few index positions (long probe runs,
-// equal tags), and checks every lookup against a map: the backward-shift
-// deletion must never lose or misplace a key.
-func TestShardIndexAgainstMap(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	sh := newShard(maphash.MakeSeed(), 1<<20)
-	hashes := map[string]uint64{}
-	slots := map[string]int32{}
-	for step := range 20_000 {
-		k := strconv.Itoa(r.IntN(300))
-		h, ok := hashes[k]
-		if !ok {
-			h = uint64(r.IntN(40)) << 32 // 40 tags for 300 keys
-			hashes[k] = h
+// TestShardTableAgainstMap inserts and removes keys at random in one shard
+// whose hashes are forced into a few home positions (long probe runs,
+// equal tags, runs that wrap around the table's end), and checks every
+// lookup against a map: the backward-shift deletion and the growth must
+// never lose or misplace a key. It runs once with tables that double
+// (power-of-two lengths) and once with a shard whose max keys cap its
+// table at a length that is not a power of two.
+func TestShardTableAgainstMap(t *testing.T) {
+	for _, max := range []int{1 << 20, 300} {
+		r := rand.New(rand.NewPCG(1, uint64(max)))
+		sh := newShard(maphash.MakeSeed(), max)
+		hashes := map[string]uint64{}
+		present := map[string]bool{}
+		for step := range 20_000 {
+			k := strconv.Itoa(r.IntN(300))
+			h, ok := hashes[k]
+			if !ok {
+				// 64 tags for 300 keys, spread over the table, and one in
+				// eight keys at the table's last entry, so that runs wrap.
+				h = uint64(r.IntN(64)) << 58
+				if r.IntN(8) == 0 {
+					h = math.MaxUint32 << 32
+				}
+				hashes[k] = h
+			}
+			mk := memKey{key: k, alg: GCRA}
+			got := sh.lookup(h, mk)
+			if (got != none) != present[k] || got != none && sh.entries[got].key != k {
+				t.Fatalf("max %d, step %d: lookup(%s) = %d, present %v", max, step, k, got, present[k])
+			}
+			if present[k] && r.IntN(2) == 0 {
+				sh.remove(got)
+				delete(present, k)
+			} else if !present[k] {
+				i := sh.insert(h, mk, -1) // now = -1: nothing has expired
+				if sh.entries[i].key != k {
+					t.Fatalf("max %d, step %d: insert(%s) returned %d, holding %q", max, step, k, i, sh.entries[i].key)
+				}
+				present[k] = true
+			}
+			if sh.live != len(present) {
+				t.Fatalf("max %d, step %d: %d live, want %d", max, step, sh.live, len(present))
+			}
 		}
-		mk := memKey{key: k, alg: GCRA}
-		got := sh.lookup(h, mk)
-		want, present := slots[k]
-		if !present {
-			want = none
-		}
-		if got != want {
-			t.Fatalf("step %d: lookup(%s) = %d, want %d", step, k, got, want)
-		}
-		if present && r.IntN(2) == 0 {
-			sh.remove(h, got)
-			delete(slots, k)
-		} else if !present {
-			slots[k] = sh.insert(h, mk, -1) // now = -1: nothing has expired
-		}
-		if sh.live != len(slots) {
-			t.Fatalf("step %d: %d live, want %d", step, sh.live, len(slots))
+		if want := max*maxLoadDen/maxLoadNum + 1; max == 300 && len(sh.entries) != want {
+			t.Errorf("max %d: table of %d entries, want %d (what max keys need at maxLoad)", max, len(sh.entries), want)
 		}
 	}
 }
@@ -336,30 +350,34 @@ func TestMemoryWallClock(t *testing.T) {
 }
 
 // checkShards verifies every shard's invariants: live counts the entries
-// in use and the index words, each entry in use is found by lookup at its
-// own slot, and no shard holds more than its share.
+// in use, each is found by lookup at its own position with its hash's tag
+// and no free entry between its home and it, no table is fuller than
+// maxLoad, and no shard holds more than its share.
 func checkShards(t *testing.T, s *MemoryStore) {
 	t.Helper()
 	for n, sh := range s.shards {
 		sh.mu.Lock()
-		inUse, words := 0, 0
-		for _, v := range sh.index {
-			if v != 0 {
-				words++
-			}
-		}
+		inUse := 0
 		for i := range sh.entries {
 			e := &sh.entries[i]
-			if !e.inUse {
+			if e.key == "" {
 				continue
 			}
 			inUse++
-			if got := sh.lookup(sh.hashOf(e), memKey{key: e.key, alg: e.alg}); got != int32(i) {
-				t.Errorf("shard %d: entry %d (%q) found at %d", n, i, e.key, got)
+			h := keyHash(sh.seed, e.alg, e.key)
+			if got := sh.lookup(h, memKey{key: e.key, alg: e.alg}); got != int32(i) || e.tag != tag(h) {
+				t.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, e.key, e.tag, got)
+			}
+			// No free entry between the key's home and its position.
+			for j := home(tag(h), len(sh.entries)); j != i; j = (j + 1) % len(sh.entries) {
+				if sh.entries[j].key == "" {
+					t.Errorf("shard %d: entry %d (%q): free entry %d in its probe run", n, i, e.key, j)
+					break
+				}
 			}
 		}
-		if inUse != sh.live || words != sh.live || sh.live > sh.max {
-			t.Errorf("shard %d: live %d, entries in use %d, index words %d, max %d", n, sh.live, inUse, words, sh.max)
+		if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
+			t.Errorf("shard %d: live %d, entries in use %d, table %d, max %d", n, sh.live, inUse, len(sh.entries), sh.max)
 		}
 		sh.mu.Unlock()
 	}
