@@ -137,6 +137,7 @@ func main() {
 	n := flag.Int("n", 2000, "calls per row")
 	prefix := flag.String("prefix", throttle.DefaultKeyPrefix, "throttle's key prefix (WithKeyPrefix), to see what its length costs")
 	fleets := flag.String("lease", "1,1000", "fleet sizes for the distributed lease rows (empty: none)")
+	flag.BoolVar(&keepDumps, "keep", false, "keep callgrind's dumps for callgrind_annotate")
 	flag.Parse()
 	var sizes []int
 	for _, f := range strings.Split(*fleets, ",") {

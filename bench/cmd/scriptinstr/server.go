@@ -109,5 +109,13 @@ func (s *cgServer) control(flag string) error {
 // stop kills the server and removes its directories.
 func (s *cgServer) stop() {
 	s.Stop()
+	if keepDumps {
+		fmt.Fprintln(os.Stderr, "scriptinstr: callgrind's dumps (one per row, in order; callgrind_annotate reads them) are in", s.dumps)
+		return
+	}
 	_ = os.RemoveAll(s.dumps)
 }
+
+// keepDumps leaves callgrind's dumps behind (-keep), to see where a
+// script's instructions go.
+var keepDumps bool
