@@ -349,38 +349,102 @@ func TestMemoryWallClock(t *testing.T) {
 	}
 }
 
-// checkShards verifies every shard's invariants: live counts the entries
-// in use, each is found by lookup at its own position with its hash's tag
-// and no free entry between its home and it, no table is fuller than
-// maxLoad, and no shard holds more than its share.
+// checkShards verifies every shard's invariants (checkShard).
 func checkShards(t *testing.T, s *MemoryStore) {
 	t.Helper()
 	for n, sh := range s.shards {
 		sh.mu.Lock()
-		inUse := 0
-		for i := range sh.entries {
-			e := &sh.entries[i]
-			if e.key == "" {
-				continue
-			}
-			inUse++
-			h := keyHash(sh.seed, e.alg, e.key)
-			if got := sh.lookup(h, memKey{key: e.key, alg: e.alg}); got != int32(i) || e.tag != tag(h) {
-				t.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, e.key, e.tag, got)
-			}
-			// No free entry between the key's home and its position.
-			for j := home(tag(h), len(sh.entries)); j != i; j = (j + 1) % len(sh.entries) {
-				if sh.entries[j].key == "" {
-					t.Errorf("shard %d: entry %d (%q): free entry %d in its probe run", n, i, e.key, j)
-					break
-				}
-			}
-		}
-		if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
-			t.Errorf("shard %d: live %d, entries in use %d, table %d, max %d", n, sh.live, inUse, len(sh.entries), sh.max)
-		}
+		checkShard(t, n, sh, func(e *memEntry) uint64 { return keyHash(sh.seed, e.alg, e.key) })
 		sh.mu.Unlock()
 	}
+}
+
+// checkShard verifies shard n's table (hashOf gives an entry's hash):
+// live counts the entries in use, each is found by lookup at its own
+// position with its hash's tag and no free entry between its home and it,
+// the table is no fuller than maxLoad, and the shard holds no more than
+// its share.
+func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) {
+	tb.Helper()
+	inUse := 0
+	for i := range sh.entries {
+		e := &sh.entries[i]
+		if e.key == "" {
+			continue
+		}
+		inUse++
+		h := hashOf(e)
+		if got := sh.lookup(h, memKey{key: e.key, alg: e.alg}); got != int32(i) || e.tag != tag(h) {
+			tb.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, e.key, e.tag, got)
+		}
+		for j := home(tag(h), len(sh.entries)); j != i; j = (j + 1) % len(sh.entries) {
+			if sh.entries[j].key == "" {
+				tb.Errorf("shard %d: entry %d (%q): free entry %d in its probe run", n, i, e.key, j)
+				break
+			}
+		}
+	}
+	if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
+		tb.Errorf("shard %d: live %d, entries in use %d, table %d, max %d", n, sh.live, inUse, len(sh.entries), sh.max)
+	}
+}
+
+// FuzzShardTable drives one shard with the fuzzer's operations (four
+// bytes each: what, which of 64 keys, the time, how long an inserted key
+// stays unexpired) on hashes forced into a few
+// homes (long runs, runs that wrap past the table's end), with a small max
+// and expiry times so that inserts reclaim and evict. After every
+// operation the table's invariants hold (checkShard), and a key the model
+// holds is missing only if the shard counted it as evicted or expired.
+func FuzzShardTable(f *testing.F) {
+	f.Add(uint8(5), []byte{0, 1, 0, 9, 0, 2, 0, 0, 0, 3, 9, 1, 1, 2, 0, 0, 0, 4, 0, 5})
+	f.Add(uint8(39), []byte{0, 63, 255, 1, 0, 62, 255, 1, 0, 0, 1, 1, 1, 63, 0, 0, 2, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, size uint8, ops []byte) {
+		sh := newShard(maphash.MakeSeed(), 1+int(size)%40)
+		hashOf := func(key string) uint64 {
+			i, _ := strconv.Atoi(key)
+			if i%4 == 3 {
+				return math.MaxUint32 << 32 // the table's last entry
+			}
+			return uint64(i%16) << 60
+		}
+		check := func(e *memEntry) uint64 { return hashOf(e.key) }
+		held := map[string]bool{}
+		for ; len(ops) >= 4; ops = ops[4:] {
+			what, k, at, ttl := ops[0]%4, strconv.Itoa(int(ops[1]%64)), int64(ops[2]), int64(ops[3])
+			h := hashOf(k)
+			i := sh.lookup(h, memKey{key: k, alg: GCRA})
+			if (i != none) != held[k] {
+				t.Fatalf("lookup(%s) = %d, held %v", k, i, held[k])
+			}
+			gone := sh.evictions + sh.expired
+			switch {
+			case what == 0 && i == none:
+				i = sh.insert(h, memKey{key: k, alg: GCRA}, at)
+				if sh.entries[i].key != k {
+					t.Fatalf("insert(%s) returned %d, holding %q", k, i, sh.entries[i].key)
+				}
+				sh.entries[i].expires = at + ttl
+				held[k] = true
+			case what == 1 && i != none:
+				sh.remove(i)
+				delete(held, k)
+			case what == 2 && i != none:
+				sh.entries[i].used = true
+			}
+			checkShard(t, 0, sh, check)
+			lost := 0
+			for key := range held {
+				if sh.lookup(hashOf(key), memKey{key: key, alg: GCRA}) == none {
+					delete(held, key)
+					lost++
+				}
+			}
+			if uint64(lost) != sh.evictions+sh.expired-gone || len(held) != sh.live {
+				t.Fatalf("%d keys lost, %d counted evicted or expired; %d held, %d live", lost, sh.evictions+sh.expired-gone, len(held), sh.live)
+			}
+		}
+	})
 }
 
 // TestMemoryChurnKeepsInvariants: goroutines decide, reset and AllowAll
