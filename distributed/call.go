@@ -57,23 +57,26 @@ func (l *Limiter) baseArgsLocked(op string) []any {
 }
 
 // leaseArgsLocked are the arguments of a lease in lease.lua's compact
-// form: the numbers packed in one string, the registry field and the unit.
-// Redis makes a Lua string of every argument of every call, and converts
-// every decimal one with strtod: the 18 arguments of the long form cost
-// the server about as much as the lease's arithmetic.
+// form (compactLease). Redis makes a Lua string of every argument of every
+// call (a table slot and an interned string each), and converts every
+// decimal one with strtod: the 18 arguments of the long form cost the
+// server about as much as the lease's arithmetic.
 func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 	kind := 0.0
 	if l.kind == "w" {
 		kind = 1
 	}
-	return []any{
-		packDoubles(float64(l.redisNow()), kind, l.rate, l.cfg.maxBurstSeconds, float64(micros(l.cfg.warmup)),
-			l.cfg.coldFactor, float64(l.configVersion), float64(micros(l.cfg.leaseValidity)),
-			float64(micros(l.cfg.registryTTL)), float64(need), float64(l.wantLocked()), float64(micros(wait)),
-			l.reported, float64(micros(l.cfg.leaseDuration)), l.joinArgLocked()),
-		"p:" + l.cfg.processID,
-		l.unitArgLocked(),
-	}
+	return compactLease(packDoubles(float64(l.redisNow()), kind, l.rate, l.cfg.maxBurstSeconds, float64(micros(l.cfg.warmup)),
+		l.cfg.coldFactor, float64(l.configVersion), float64(micros(l.cfg.leaseValidity)),
+		float64(micros(l.cfg.registryTTL)), float64(need), float64(l.wantLocked()), float64(micros(wait)),
+		l.reported, float64(micros(l.cfg.leaseDuration)), l.joinArgLocked()), l.cfg.processID, l.unitArgLocked())
+}
+
+// compactLease is a lease in lease.lua's compact form, two arguments: the
+// 15 numbers packed (packDoubles) followed by the unit's bytes, and the
+// caller's registry field, "p:" and its process id.
+func compactLease(numbers, pid, unit string) []any {
+	return []any{numbers + unit, "p:" + pid}
 }
 
 // packDoubles packs xs as little-endian doubles, read back bit for bit.

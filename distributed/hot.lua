@@ -18,7 +18,7 @@
 -- MAX_TTL_MS (86400000), REFRESH (10000), BUCKETS (16) and ZERO (-1e9).
 --
 -- Arguments and layout: see lease.lua. Only a lease in the compact form
--- comes here (three arguments: Redis makes a Lua string of every argument,
+-- comes here (two arguments: Redis makes a Lua string of every argument,
 -- which costs about as much per argument as a line of arithmetic here, and
 -- this block reads its numbers with one struct.unpack, not one strtod
 -- each). The reply is lease.lua's nine numbers, packed as little-endian
@@ -74,7 +74,7 @@ local function sweep(sc, cur)
   return tonumber(r[1])
 end
 
-if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- join 0: its last byte
+if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte of its double
   local INF = math.huge
   local TWO63 = 9223372036854775808
   local floor, ceil = math.floor, math.ceil
@@ -83,7 +83,7 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
   local explicitTime = now > 0
   if not explicitTime then
     local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1e6 + tonumber(t[2])
+    now = t[1] * 1e6 + t[2] -- what tonumber does, converting each string once, not twice
   end
   local pid = ARGV[2]
   local got = redis.pcall('HMGET', KEYS[1], 'e', pid)
@@ -139,12 +139,12 @@ if #ARGV == 3 and #ARGV[1] == 120 and string.byte(ARGV[1], 120) == 0 then -- joi
         decSlot = esl
       end
       if decSlot then
-        local f = (decSlot % 2) .. ':' .. string.format('%d', eb)
+        local f = (decSlot % 2 == 0 and '0:' or '1:') .. string.format('%d', eb)
         if redis.call('HINCRBY', KEYS[2], f, '-1') <= 0 then redis.call('HDEL', KEYS[2], f) end
       end
       local moves = 0
       if inc then
-        local f = (cur % 2) .. ':' .. string.format('%d', b)
+        local f = (cur % 2 == 0 and '0:' or '1:') .. string.format('%d', b)
         local c = redis.call('HINCRBY', KEYS[2], f, '1')
         if c <= 0 then redis.call('HDEL', KEYS[2], f) elseif c == 1 then created = true end
         moves = 1

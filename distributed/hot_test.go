@@ -116,8 +116,8 @@ func hotTrial(t *testing.T, c *redis.Client, kind string, rate0, warmup float64,
 			}
 			long := []any{"lease", now, kind, f64(rate), f64(burst), warmup, f64(cold), ver, pid, validity, regTTL,
 				need, want, maxWait, f64(demand), tau, "", fmt.Sprint(join)}
-			compact := []any{packDoubles(float64(now), kind01, rate, burst, warmup, cold, float64(ver), validity, regTTL,
-				float64(need), float64(want), float64(maxWait), demand, float64(tau), join), "p:" + pid, ""}
+			compact := compactLease(packDoubles(float64(now), kind01, rate, burst, warmup, cold, float64(ver), validity, regTTL,
+				float64(need), float64(want), float64(maxWait), demand, float64(tau), join), pid, "")
 			what = fmt.Sprint("lease ", long)
 			var raw any
 			hr, raw = run(hotKeys, compact)
@@ -199,8 +199,8 @@ func FuzzHotPathMatchesLeaseScript(f *testing.F) {
 			t.Helper()
 			var args []any
 			if compact {
-				args = []any{packDoubles(float64(now), kind01, rate, 1, warmup, 3, 1, 100_000, 1_000_000,
-					float64(need), float64(want), float64(maxWait), demand, float64(tau), 0), "p:" + pid, ""}
+				args = compactLease(packDoubles(float64(now), kind01, rate, 1, warmup, 3, 1, 100_000, 1_000_000,
+					float64(need), float64(want), float64(maxWait), demand, float64(tau), 0), pid, "")
 			} else {
 				args = []any{"lease", now, kind, f64(rate), "1", warmup, "3", 1, pid, 100_000, 1_000_000,
 					need, want, maxWait, f64(demand), tau, "", "0"}

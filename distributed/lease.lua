@@ -28,8 +28,8 @@
 --
 -- ARGV, the long form (all numbers as decimal strings; a lease may also
 -- come in the compact form: ARGV[1] the numbers of 2, 3 (0 for 'b', 1 for
--- 'w'), 4–8, 10–16 and 18 packed as 15 little-endian doubles, ARGV[2]
--- 'p:' .. pid, ARGV[3] the unit):
+-- 'w'), 4–8, 10–16 and 18 packed as 15 little-endian doubles, followed by
+-- the unit's bytes, ARGV[2] 'p:' .. pid):
 --  1 op        'lease' | 'refund' | 'setrate'
 --  2 now       µs on the Redis clock; 0 means "read TIME" (anything else is
 --              for tests only)
@@ -90,16 +90,16 @@ local FLEET = {'slot', 'lvl', 'spr', 'np', 'lvt', 'sc', 'exp'}
 -- 2^(ZERO/BUCKETS) is 0.
 local ZERO = -1e9
 
--- A lease comes in the compact form (three arguments: the numbers packed,
--- 'p:' .. pid, unit; see hot.lua), refund and setrate in the long one: A
--- is the long form either way.
+-- A lease comes in the compact form (two arguments: the numbers packed
+-- and the unit, 'p:' .. pid; see hot.lua), refund and setrate in the long
+-- one: A is the long form either way.
 local A = ARGV
-if #ARGV == 3 then
+if #ARGV == 2 then
   local now0, kind, rate, burst, warmup, cold, ver, validity, regttl, need, want, maxWait, demand, tau, join =
     struct.unpack('<ddddddddddddddd', ARGV[1])
   if kind == 1 then kind = 'w' else kind = 'b' end
   A = {'lease', now0, kind, rate, burst, warmup, cold, ver, string.sub(ARGV[2], 3), validity, regttl, need, want,
-    maxWait, demand, tau, ARGV[3], string.format('%d', join)}
+    maxWait, demand, tau, string.sub(ARGV[1], 121), string.format('%d', join)}
 end
 local op = A[1]
 local now = tonumber(A[2])

@@ -26,8 +26,8 @@ type scriptCaller struct {
 func (sc scriptCaller) lease(now int64, pid string, want, maxWait int64, demand float64, tau int64) reply {
 	sc.t.Helper()
 	// The compact form, as a Limiter sends it: hot.lua answers when it can.
-	args := []any{packDoubles(float64(redisEpoch+now), 0, sc.rate, 1, 0, 3, 1, 1_000_000, 1_000_000,
-		0, float64(want), float64(maxWait), demand, float64(tau), 0), "p:" + pid, ""}
+	args := compactLease(packDoubles(float64(redisEpoch+now), 0, sc.rate, 1, 0, 3, 1, 1_000_000, 1_000_000,
+		0, float64(want), float64(maxWait), demand, float64(tau), 0), pid, "")
 	v, err := leaseScript.Run(context.Background(), sc.c, sc.keys, args...).Result()
 	if err != nil {
 		sc.t.Fatalf("lease %s %s: %v", pid, args[1:], err)
