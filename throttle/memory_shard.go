@@ -45,9 +45,9 @@ type memKey struct {
 // memEntry is one key's state, 64 bytes: one cache line (a table of at
 // least 32 KiB is page-aligned, so entries do not straddle lines). An empty
 // key marks a free entry: keys are never empty (ErrEmptyKey). tag is the
-// high half of the key's hash: its low bits are the key's home position,
-// so the table can grow and delete without hashing keys again, and
-// comparing it first spares most key comparisons. expires is the time (µs)
+// high half of the key's hash: scaled to the table's length it is the
+// key's home position, so the table can grow and delete without hashing
+// keys again, and comparing it first spares most key comparisons. expires is the time (µs)
 // from which the state is indistinguishable from an absent key (the key
 // is back to its full allowance): then it may be reclaimed. used is set by
 // every decision and cleared by the clock hand: a key used since the hand
@@ -95,9 +95,8 @@ func tag(h uint64) uint32 { return uint32(h >> 32) }
 func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 
 // lookup returns the key's position, or none. h is the key's hash. It is
-// written to stay within the compiler's inlining budget (pos wraps through
-// the mask at each read rather than at each step): inlined into allow, it
-// saves a call and the registers spilled around it.
+// written to stay within the compiler's inlining budget: inlined into
+// allow, it saves a call and the registers spilled around it.
 func (s *shard) lookup(h uint64, k memKey) int32 {
 	t := uint32(h >> 32)
 	for pos := home(t, len(s.entries)); ; pos++ {
