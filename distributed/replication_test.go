@@ -38,15 +38,14 @@ func debited(ctx context.Context, c *redis.Client, key string) (float64, error) 
 // primary. The difference is what a failover at that moment would forget
 // (debits the replica has not applied yet), an upper bound since the
 // primary is read last (a lease between the two reads counts as lag; a
-// refund between them makes the difference negative). A sample whose two
-// reads took more than sampleWindow is dropped (and counted): it measures
-// how long the sampler was descheduled, not the replica. The 99th
-// percentile must stay within one lease per process: on loopback the
-// replica applies each script's writes well before the next lease round.
-// The maximum is reported, not asserted: with the tests of other packages
-// running beside this one on two cores, the replica's own process is now
-// and then descheduled for tens of milliseconds, and what a failover then
-// forgets is R × that lag, which is the bound's term, not a defect.
+// refund between them makes the difference negative). It must stay within
+// one lease per process: on loopback the replica applies each script's
+// writes well before the next lease round. A sample whose two reads took
+// more than sampleWindow is dropped (and counted): every lease made
+// between the reads counts as lag, so such a sample measures how long the
+// sampler was held up (with other packages' tests on both cores, a CI
+// rehearsal once saw 241 permits, 120 ms at this rate, with a p99 of 2),
+// not the replica.
 func TestReplicationLagForgetsLittle(t *testing.T) {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
@@ -124,7 +123,7 @@ func TestReplicationLagForgetsLittle(t *testing.T) {
 	worst, median, p99 := lags[len(lags)-1], lags[len(lags)/2], lags[len(lags)*99/100]
 	t.Logf("%d samples (%d more dropped: reads %v or more apart): permits debited on the primary but not yet on the replica: median %.1f, p99 %.1f, max %.1f (at %v/s: %.2f, %.2f, %.2f ms of lag); largest lease %d",
 		len(lags), slow, sampleWindow, median, p99, worst, rate, 1e3*median/rate, 1e3*p99/rate, 1e3*worst/rate, largest)
-	if p99 > float64(procs*largest) {
-		t.Errorf("in 1 %% of the samples a failover could have forgotten %.1f permits or more, more than one lease per process (%d)", p99, procs*largest)
+	if worst > float64(procs*largest) {
+		t.Errorf("a failover could have forgotten %.1f permits, more than one lease per process (%d)", worst, procs*largest)
 	}
 }
