@@ -23,6 +23,8 @@ package main
 // go-redis/redis_rate's GCRA script (its AllowN) at the lease scripts'
 // rate, evenly spaced, for up to 5 s, and the table gives its µs per call
 // and the ratio: the same call rate, the same machine, the same minute.
+// Then the same for a script that does nothing (return 1): the floor of
+// any script call at that rate.
 
 import (
 	"context"
@@ -61,6 +63,7 @@ type fleetRow struct {
 	redisErrors      int64
 	emptyPerLease    float64
 	peerUs           float64 // redis_rate's script at the same calls/s
+	emptyUs          float64 // return 1 at the same calls/s
 }
 
 func parseSizes(s string) ([]int, error) {
@@ -87,20 +90,20 @@ func runFleet(cfg fleetConfig, out io.Writer) error {
 	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
 	fmt.Fprintf(out, "R = %v/s shared by N limiters on one name, total demand 2R; %v of warm-up, then %v measured per N; load average (1, 5, 15 min) before: %s\n\n",
 		cfg.rate, cfg.warm, cfg.measure, report.LoadAvg())
-	fmt.Fprintln(out, "| fleet size N | lease scripts/s | µs per script (server) | redis_rate's script at that rate (µs) | ÷ redis_rate | Redis commands per script | Redis CPU | admitted / R | empty replies per lease | Redis errors |")
-	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| fleet size N | lease scripts/s | µs per script (server) | redis_rate's script at that rate (µs) | ÷ redis_rate | `return 1` at that rate (µs) | Redis commands per script | Redis CPU | admitted / R | empty replies per lease | Redis errors |")
+	fmt.Fprintln(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var rows []fleetRow
 	for _, n := range cfg.sizes {
 		r, err := fleetRun(admin, srv.Addr, n, cfg)
 		if err != nil {
 			return fmt.Errorf("N = %d: %w", n, err)
 		}
-		if r.peerUs, err = peerAtRate(admin, srv.Addr, r.scriptsPerSec, min(cfg.measure, 5*time.Second)); err != nil {
-			return fmt.Errorf("N = %d, redis_rate: %w", n, err)
+		if r.peerUs, r.emptyUs, err = peersAtRate(admin, srv.Addr, r.scriptsPerSec, min(cfg.measure, 5*time.Second)); err != nil {
+			return fmt.Errorf("N = %d: %w", n, err)
 		}
 		rows = append(rows, r)
-		fmt.Fprintf(out, "| %d | %s | %.1f | %.1f | %.2f | %.1f | %.1f %% | %.3f | %.2f | %d |\n", r.n, report.Num(r.scriptsPerSec),
-			r.usPerScript, r.peerUs, r.usPerScript/r.peerUs, r.cmdsPerScript, 100*r.cpu, r.admittedOverRate, r.emptyPerLease, r.redisErrors)
+		fmt.Fprintf(out, "| %d | %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f %% | %.3f | %.2f | %d |\n", r.n, report.Num(r.scriptsPerSec),
+			r.usPerScript, r.peerUs, r.usPerScript/r.peerUs, r.emptyUs, r.cmdsPerScript, 100*r.cpu, r.admittedOverRate, r.emptyPerLease, r.redisErrors)
 	}
 	fmt.Fprintf(out, "\nload average after: %s\n\n", report.LoadAvg())
 	missed := 0
@@ -226,15 +229,38 @@ func fleetRun(admin *redis.Client, addr string, n int, cfg fleetConfig) (fleetRo
 	return row, nil
 }
 
-// peerAtRate runs redis_rate's GCRA script (AllowN on one key) at perSec
-// calls a second, evenly spaced, for d, and returns its server µs per call.
-func peerAtRate(admin *redis.Client, addr string, perSec float64, d time.Duration) (float64, error) {
-	ctx := context.Background()
+// peersAtRate runs redis_rate's GCRA script (AllowN on one key), then a
+// script that does nothing, each at perSec calls a second for d, and
+// returns their server µs per call.
+func peersAtRate(admin *redis.Client, addr string, perSec float64, d time.Duration) (peer, empty float64, err error) {
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	rr := redis_rate.NewLimiter(client)
 	lim := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
-	if _, err := rr.AllowN(ctx, "fleet-peer", lim, 1); err != nil { // loads the script
+	peer, err = scriptAtRate(admin, perSec, d, func(ctx context.Context) error {
+		_, err := rr.AllowN(ctx, "fleet-peer", lim, 1)
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis_rate: %w", err)
+	}
+	empty, err = scriptAtRate(admin, perSec, d, func(ctx context.Context) error {
+		return emptyScript.Run(ctx, client, nil).Err()
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("return 1: %w", err)
+	}
+	return peer, empty, nil
+}
+
+var emptyScript = redis.NewScript("return 1")
+
+// scriptAtRate makes one call (which loads the script), resets the
+// server's statistics, then makes a call every 1/perSec for d, and
+// returns the server µs per script call.
+func scriptAtRate(admin *redis.Client, perSec float64, d time.Duration, call func(context.Context) error) (float64, error) {
+	ctx := context.Background()
+	if err := call(ctx); err != nil {
 		return 0, err
 	}
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
@@ -244,7 +270,7 @@ func peerAtRate(admin *redis.Client, addr string, perSec float64, d time.Duratio
 	start := time.Now()
 	for next := start; time.Since(start) < d; next = next.Add(interval) {
 		time.Sleep(time.Until(next))
-		if _, err := rr.AllowN(ctx, "fleet-peer", lim, 1); err != nil {
+		if err := call(ctx); err != nil {
 			return 0, err
 		}
 	}
