@@ -77,7 +77,8 @@ func TestJoinMismatchRefused(t *testing.T) {
 	if got := stateField(t, c, "col", "next"); got != next {
 		t.Fatalf("the refused limiter moved next from %v to %v", next, got)
 	}
-	if n, _ := c.HExists(context.Background(), keysOf("col")[1], "run").Result(); n {
+	// The registry is the state hash's "p:" fields.
+	if n, err := c.HExists(context.Background(), keysOf("col")[0], "p:run").Result(); err != nil || n {
 		t.Fatal("the refused limiter is in the registry")
 	}
 	if st := jobs.Stats(); st.FallbackAdmitted != 0 || st.Leases != 0 {
