@@ -3,6 +3,7 @@ package keyed
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -141,6 +142,32 @@ var peers = []peer{
 			return c.IncrementBy(key, curr, 1) == nil
 		}
 	}},
+	// The floors: not limiters, but what any store's decision must
+	// include. floor-hash reads and hashes the caller's key and nothing
+	// else (every store hashes the key it is given, and at 100 000
+	// scattered keys its bytes are a random memory reference of their
+	// own); floor-map finds the key in Go's own map (no clock, no lock, no
+	// arithmetic, no write), the cheapest "where is this key's state?";
+	// floor-map64 does the same with 64-byte values (ours keeps 64 bytes
+	// per key), which is what a key's footprint alone costs.
+	{"floor-hash", func(b *testing.B) decider {
+		seed := maphash.MakeSeed()
+		return func(key string) bool { return maphash.String(seed, key) != 0 }
+	}},
+	{"floor-map", func(b *testing.B) decider {
+		m := make(map[string]int64, liveKeys)
+		for _, k := range firstSeen {
+			m[k] = 1
+		}
+		return func(key string) bool { return m[key] == 1 }
+	}},
+	{"floor-map64", func(b *testing.B) decider {
+		m := make(map[string][6]int64, liveKeys)
+		for _, k := range firstSeen {
+			m[k] = [6]int64{1}
+		}
+		return func(key string) bool { return m[key][0] == 1 }
+	}},
 }
 
 // warm makes every key live in the store, then collects garbage, so that
@@ -204,3 +231,28 @@ func BenchmarkKeyedParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryLatency is not a limiter but the machine: one dependent
+// load per op, in a random cycle through a working set of the given size
+// (one 8-byte word per 64-byte line), the cost of a random memory
+// reference that misses every cache smaller than the set. It tells how
+// much of a store's decision at liveKeys is the memory its state takes.
+func BenchmarkMemoryLatency(b *testing.B) {
+	for _, kib := range []int{256, 1024, 3072, 6144, 24576} {
+		lines := kib * 1024 / 64
+		next := make([]int64, lines*8)
+		perm := rand.New(rand.NewPCG(3, 4)).Perm(lines)
+		for i, p := range perm {
+			next[p*8] = int64(perm[(i+1)%lines] * 8)
+		}
+		b.Run(fmt.Sprintf("%dKiB", kib), func(b *testing.B) {
+			p := int64(0)
+			for b.Loop() {
+				p = next[p]
+			}
+			sinkLatency = p
+		})
+	}
+}
+
+var sinkLatency int64

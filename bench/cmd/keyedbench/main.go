@@ -1,7 +1,9 @@
 // Command keyedbench runs the benchmarks of package keyed (throttle's
 // MemoryStore against sethvargo/go-limiter's memorystore, throttled's GCRA
 // memstore, ulule/limiter's memory store and go-chi/httprate's local
-// counter, at 100 000 live keys) and prints, as Markdown, the medians and
+// counter, at 100 000 live keys, with three floors: the caller's key
+// hashed, and found in Go's map with 8-byte and with 64-byte values; and
+// the machine's memory latency) and prints, as Markdown, the medians and
 // the ratios of ours to each peer against the goals of issue 8 (≤ 0.5 of
 // the fastest peer's ns/op, serial and parallel; 0 allocations):
 //
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/smoothrate/ratelimit/bench/internal/report"
 )
@@ -48,6 +51,7 @@ func write(out io.Writer, rounds []report.Round, order []string) int {
 	fmt.Fprintln(out, "| Ratio (ns/op) | of medians | per-round range | goal | met |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|:---:|")
 	missed := 0
+	halves := map[string]float64{} // half the fastest peer's median, per group
 	for _, group := range []string{"Keyed", "KeyedParallel"} {
 		fastest, best := "", 0.0
 		for _, p := range peers {
@@ -70,6 +74,7 @@ func write(out io.Writer, rounds []report.Round, order []string) int {
 			fmt.Fprintf(out, "| %s: %s / %s | %s | %s–%s | %s | %s |\n", group, ours, p,
 				report.Num(r), report.Num(lo), report.Num(hi), goal, met)
 		}
+		halves[group] = best / 2
 		if v := report.Column(rounds, allocs, group+"/"+ours); len(v) > 0 {
 			met := "yes"
 			if report.Median(v) > 0 {
@@ -78,5 +83,38 @@ func write(out io.Writer, rounds []report.Round, order []string) int {
 			fmt.Fprintf(out, "| %s: %s allocs/op | %s | | 0 | %s |\n", group, ours, report.Num(report.Median(v)), met)
 		}
 	}
+	writeFloors(out, rounds, halves)
 	return missed
+}
+
+// floors are the bench's rows that are not limiters but parts of every
+// decision: reading and hashing the caller's key, finding it in Go's map,
+// and finding it there when each key takes 64 bytes, as ours do.
+var floors = []string{"floor-hash", "floor-map", "floor-map64"}
+
+// writeFloors prints, per group, the floors' medians next to ours and to
+// the goal (half the fastest peer): a goal below floor-hash asks for less
+// time than reading the key alone takes.
+func writeFloors(out io.Writer, rounds []report.Round, halves map[string]float64) {
+	ns := report.Unit("ns/op")
+	median := func(name string) string {
+		if v := report.Column(rounds, ns, name); len(v) > 0 {
+			return report.Num(report.Median(v))
+		}
+		return "–"
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "| Median ns/op | %s | %s | goal (½ fastest peer) |\n", strings.Join(floors, " | "), ours)
+	fmt.Fprintf(out, "|---|%s---:|---:|\n", strings.Repeat("---:|", len(floors)))
+	for _, group := range []string{"Keyed", "KeyedParallel"} {
+		half, ok := halves[group]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(out, "| %s |", group)
+		for _, f := range floors {
+			fmt.Fprintf(out, " %s |", median(group+"/"+f))
+		}
+		fmt.Fprintf(out, " %s | %s |\n", median(group+"/"+ours), report.Num(half))
+	}
 }

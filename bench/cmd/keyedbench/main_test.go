@@ -12,6 +12,8 @@ BenchmarkKeyed/sethvargo-2     	 1000000	       200.0 ns/op	       0 B/op	      
 BenchmarkKeyed/throttled-2     	 1000000	       300.0 ns/op	      32 B/op	       2 allocs/op
 BenchmarkKeyedParallel/ours-gcra-2   	 1000000	        90.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkKeyedParallel/sethvargo-2   	 1000000	       100.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeyed/floor-hash-2     	 1000000	        70.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkKeyed/floor-map-2     	 1000000	       120.0 ns/op	       0 B/op	       0 allocs/op
 `
 
 func TestWrite(t *testing.T) {
@@ -30,6 +32,9 @@ func TestWrite(t *testing.T) {
 		"| KeyedParallel: ours-gcra / sethvargo | 0.90 | 0.90–0.90 | ≤ 0.5 (fastest peer) | **no** |",
 		"| Keyed: ours-gcra allocs/op | 0 | | 0 | yes |",
 		"| Keyed/throttled | 300 | 300 | 300 | 32 | 2 |",
+		"| Median ns/op | floor-hash | floor-map | floor-map64 | ours-gcra | goal (½ fastest peer) |",
+		"| Keyed | 70 | 120 | – | 50 | 100 |",
+		"| KeyedParallel | – | – | – | 90 | 50 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
