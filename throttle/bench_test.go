@@ -88,6 +88,28 @@ func BenchmarkMemoryAllow(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryAllowFewKeys: GCRA's Allow on 1 000 existing keys, all
+// in cache: what a decision costs when memory does not, the part of
+// BenchmarkMemoryAllow's time that is instructions.
+func BenchmarkMemoryAllowFewKeys(b *testing.B) {
+	ctx := context.Background()
+	keys := benchKeys[:1000]
+	lim := mustNew(b, NewMemoryStore(), GCRA, dayLimit)
+	for _, k := range keys {
+		mustAllow(b, lim, k, 1)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if d, err := lim.Allow(ctx, keys[i]); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+}
+
 var sinkMicros int64
 
 // BenchmarkClockRead: the MemoryStore's default clock (a wall reading
