@@ -103,7 +103,8 @@ var goals = []goal{
 func run(count int, benchtime, bench, rawPath string, out io.Writer) error {
 	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine(redisVersion()))
 	loadBefore := report.LoadAvg()
-	rounds, order, raw, err := report.RunRounds("github.com/smoothrate/ratelimit/bench/distbench", count, benchtime, bench)
+	rounds, order, raw, err := report.RunRounds(report.Job{Pkg: "github.com/smoothrate/ratelimit/bench/distbench",
+		Count: count, Benchtime: benchtime, Bench: bench})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ BenchmarkKeyed/floor-map-2     	 1000000	       120.0 ns/op	       0 B/op	      
 `
 
 func TestWrite(t *testing.T) {
-	r, order := report.ParseRound([]byte(round))
+	r, order := report.ParseRound([]byte(round), false)
 	var b strings.Builder
 	missed := write(&b, []report.Round{r, r}, order)
 	out := b.String()

@@ -20,17 +20,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
+	"strings"
 
 	"github.com/smoothrate/ratelimit/bench/internal/report"
 )
@@ -64,20 +59,10 @@ var extra = [][2]string{
 	{"BlockingNoWait/ours", "BlockingNoWait/juju"},
 }
 
-type sample struct{ ns, bytes, allocs float64 }
-
-// field makes a report.Metric of one figure of the samples in a round.
-func field(f func(sample) float64) report.Metric[map[string]sample] {
-	return func(r map[string]sample, name string) (float64, bool) {
-		s, ok := r[name]
-		return f(s), ok
-	}
-}
-
 var (
-	nsOf     = field(func(s sample) float64 { return s.ns })
-	bytesOf  = field(func(s sample) float64 { return s.bytes })
-	allocsOf = field(func(s sample) float64 { return s.allocs })
+	nsOf     = report.Unit("ns/op")
+	bytesOf  = report.Unit("B/op")
+	allocsOf = report.Unit("allocs/op")
 )
 
 func main() {
@@ -95,62 +80,41 @@ func main() {
 }
 
 func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer) error {
-	if count < 1 {
-		return fmt.Errorf("count must be at least 1, got %d", count)
-	}
-	dir, err := os.MkdirTemp("", "ratios")
+	loadBefore := report.LoadAvg()
+	rounds, order, raw, err := report.RunRounds(report.Job{Pkg: "github.com/smoothrate/ratelimit/bench",
+		Dir: pkgDir, Count: count, Benchtime: benchtime, Bench: bench, CPU: cpu})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "bench.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, "github.com/smoothrate/ratelimit/bench")
-	if pkgDir != "" {
-		build = exec.Command("go", "test", "-c", "-o", bin, ".")
-		build.Dir = pkgDir
-	}
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building the benchmarks: %w", err)
-	}
-
-	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine())
-	loadBefore := report.LoadAvg()
-	var rawAll bytes.Buffer
-	rounds := make([]map[string]sample, 0, count)
-	var order []string
-	for i := range count {
-		args := []string{"-test.run", "^$", "-test.bench", bench, "-test.benchmem",
-			"-test.benchtime", benchtime, "-test.count", "1"}
-		if cpu != "" {
-			args = append(args, "-test.cpu", cpu)
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stderr = os.Stderr
-		res, err := cmd.Output()
-		rawAll.Write(res)
-		if err != nil {
-			os.Stdout.Write(res)
-			return fmt.Errorf("round %d: %w", i+1, err)
-		}
-		r, names, err := parse(res, cpu != "")
-		if err != nil {
-			return fmt.Errorf("round %d: %w", i+1, err)
-		}
-		if order == nil {
-			order = names
-		}
-		rounds = append(rounds, r)
-		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, report.LoadAvg())
-	}
 	if rawPath != "" {
-		if err := os.WriteFile(rawPath, rawAll.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(rawPath, raw, 0o644); err != nil {
 			return err
 		}
 	}
-
+	fmt.Fprintf(out, "<!-- %s -->\n\n", report.Machine())
 	fmt.Fprintf(out, "%d rounds of -benchtime=%s; load average (1, 5, 15 min) before: %s, after: %s\n\n",
 		count, benchtime, loadBefore, report.LoadAvg())
+	write(out, rounds, order, suffixes(cpu))
+	return nil
+}
+
+// suffixes are what the names of a run with this -cpu list end with: ""
+// without one, " (cpu=N)" for each N of the list with one.
+func suffixes(cpu string) []string {
+	if cpu == "" {
+		return []string{""}
+	}
+	var s []string
+	for n := range strings.SplitSeq(cpu, ",") {
+		s = append(s, " (cpu="+strings.TrimSpace(n)+")")
+	}
+	return s
+}
+
+// write prints the table of medians and the ratios, each goal and extra
+// ratio once per suffix (per GOMAXPROCS of a -cpu list), and returns the
+// number of goals missed.
+func write(out io.Writer, rounds []report.Round, order, suffixes []string) int {
 	fmt.Fprintln(out, "| Benchmark | median ns/op | min | max | B/op | allocs/op |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
 	for _, name := range order {
@@ -163,20 +127,22 @@ func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer
 
 	var rows []string
 	failed := 0
-	for _, g := range goals {
-		r, lo, hi, ok := report.Ratio(rounds, nsOf, g.ours, g.peer)
-		if !ok {
-			continue
+	for _, sfx := range suffixes {
+		for _, g := range goals {
+			r, lo, hi, ok := report.Ratio(rounds, nsOf, g.ours+sfx, g.peer+sfx)
+			if !ok {
+				continue
+			}
+			met := "yes"
+			if r > g.max {
+				met, failed = "**no**", failed+1
+			}
+			rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | ≤ %g | %s |", g.ours+sfx, g.peer+sfx, r, lo, hi, g.max, met))
 		}
-		met := "yes"
-		if r > g.max {
-			met, failed = "**no**", failed+1
-		}
-		rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | ≤ %.1f | %s |", g.ours, g.peer, r, lo, hi, g.max, met))
-	}
-	for _, e := range extra {
-		if r, lo, hi, ok := report.Ratio(rounds, nsOf, e[0], e[1]); ok {
-			rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | | |", e[0], e[1], r, lo, hi))
+		for _, e := range extra {
+			if r, lo, hi, ok := report.Ratio(rounds, nsOf, e[0]+sfx, e[1]+sfx); ok {
+				rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %.2f–%.2f | | |", e[0]+sfx, e[1]+sfx, r, lo, hi))
+			}
 		}
 	}
 	if len(rows) > 0 {
@@ -190,48 +156,5 @@ func run(count int, benchtime, bench, cpu, rawPath, pkgDir string, out io.Writer
 	if failed > 0 {
 		fmt.Fprintf(out, "\n%d goal(s) missed.\n", failed)
 	}
-	return nil
-}
-
-// benchLine matches "BenchmarkX/y-2   123   45.6 ns/op   0 B/op   0 allocs/op".
-var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) B/op\s+([\d.]+) allocs/op)?`)
-
-// parse reads benchmark lines. The -N suffix (GOMAXPROCS, absent for 1) is
-// dropped, unless keepProcs (a -cpu list, where it tells runs apart), in
-// which case names become "X (cpu=N)".
-func parse(out []byte, keepProcs bool) (map[string]sample, []string, error) {
-	res := map[string]sample{}
-	var names []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		m := benchLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		name := m[1]
-		if keepProcs {
-			procs := m[2]
-			if procs == "" {
-				procs = "1"
-			}
-			name += " (cpu=" + procs + ")"
-		}
-		var s sample
-		var err error
-		if s.ns, err = strconv.ParseFloat(m[3], 64); err != nil {
-			return nil, nil, err
-		}
-		if m[4] != "" {
-			s.bytes, _ = strconv.ParseFloat(m[4], 64)
-			s.allocs, _ = strconv.ParseFloat(m[5], 64)
-		}
-		if _, dup := res[name]; !dup {
-			names = append(names, name)
-		}
-		res[name] = s
-	}
-	if len(res) == 0 {
-		return nil, nil, fmt.Errorf("no benchmark results in the output")
-	}
-	return res, names, sc.Err()
+	return failed
 }

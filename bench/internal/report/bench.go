@@ -16,6 +16,8 @@ import (
 
 // A Round maps a benchmark's name without "Benchmark" and the -N suffix
 // ("Middleware/ours") to its metrics by unit ("ns/op", "allocs/op", ...).
+// When the run had a -cpu list the suffix is kept as " (cpu=N)", since it
+// tells the runs apart ("GrantedParallel/ours (cpu=2)").
 type Round map[string]map[string]float64
 
 // Unit makes a Metric of one unit of Rounds.
@@ -27,11 +29,12 @@ func Unit(unit string) Metric[Round] {
 }
 
 // benchLine matches "BenchmarkX/y-2   123   45.6 ns/op   7 unit ...".
-var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-(\d+))?\s+\d+\s+(.*)$`)
 
 // ParseRound reads the output of one `go test -bench` run: the round and
-// the benchmarks' names in the order they ran.
-func ParseRound(out []byte) (Round, []string) {
+// the benchmarks' names in the order they ran. With keepProcs (a run with
+// a -cpu list) a name keeps its GOMAXPROCS as " (cpu=N)".
+func ParseRound(out []byte, keepProcs bool) (Round, []string) {
 	r := Round{}
 	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -40,7 +43,7 @@ func ParseRound(out []byte) (Round, []string) {
 		if m == nil {
 			continue
 		}
-		f := strings.Fields(m[2])
+		f := strings.Fields(m[3])
 		metrics := map[string]float64{}
 		for i := 0; i+1 < len(f); i += 2 {
 			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
@@ -50,23 +53,41 @@ func ParseRound(out []byte) (Round, []string) {
 		if _, ok := metrics["ns/op"]; !ok {
 			continue
 		}
-		if _, dup := r[m[1]]; !dup {
-			names = append(names, m[1])
+		name := m[1]
+		if keepProcs {
+			procs := m[2]
+			if procs == "" {
+				procs = "1"
+			}
+			name += " (cpu=" + procs + ")"
 		}
-		r[m[1]] = metrics
+		if _, dup := r[name]; !dup {
+			names = append(names, name)
+		}
+		r[name] = metrics
 	}
 	return r, names
 }
 
-// RunRounds compiles the benchmarks of package pkg once and runs the binary
-// count times with -test.count=1 (and -test.benchmem), so that each round
+// A Job is a benchmark run in rounds: the benchmarks of package Pkg, or of
+// the package in directory Dir when Dir is set, matching Bench, run Count
+// times with -test.benchtime Benchtime (and -test.cpu CPU, when set).
+type Job struct {
+	Pkg, Dir         string
+	Count            int
+	Benchtime, Bench string
+	CPU              string
+}
+
+// RunRounds compiles the job's benchmarks once and runs the binary Count
+// times with -test.count=1 (and -test.benchmem), so that each round
 // measures every benchmark within seconds of the others: on a shared
 // machine a change of load then shifts a whole round, and per-round ratios
 // stay comparable. It returns the rounds, the names in order and the raw
 // output of all rounds (benchstat's format). Progress goes to stderr.
-func RunRounds(pkg string, count int, benchtime, bench string) ([]Round, []string, []byte, error) {
-	if count < 1 {
-		return nil, nil, nil, fmt.Errorf("count must be at least 1, got %d", count)
+func RunRounds(j Job) ([]Round, []string, []byte, error) {
+	if j.Count < 1 {
+		return nil, nil, nil, fmt.Errorf("count must be at least 1, got %d", j.Count)
 	}
 	dir, err := os.MkdirTemp("", "bench")
 	if err != nil {
@@ -74,17 +95,25 @@ func RunRounds(pkg string, count int, benchtime, bench string) ([]Round, []strin
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "bench.test")
-	build := exec.Command("go", "test", "-c", "-o", bin, pkg)
+	build := exec.Command("go", "test", "-c", "-o", bin, j.Pkg)
+	if j.Dir != "" {
+		build = exec.Command("go", "test", "-c", "-o", bin, ".")
+		build.Dir = j.Dir
+	}
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		return nil, nil, nil, fmt.Errorf("building the benchmarks: %w", err)
 	}
+	args := []string{"-test.run", "^$", "-test.bench", j.Bench, "-test.benchmem",
+		"-test.benchtime", j.Benchtime, "-test.count", "1"}
+	if j.CPU != "" {
+		args = append(args, "-test.cpu", j.CPU)
+	}
 	var raw bytes.Buffer
 	var rounds []Round
 	var order []string
-	for i := range count {
-		cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", bench, "-test.benchmem",
-			"-test.benchtime", benchtime, "-test.count", "1")
+	for i := range j.Count {
+		cmd := exec.Command(bin, args...)
 		cmd.Stderr = os.Stderr
 		res, err := cmd.Output()
 		raw.Write(res)
@@ -92,7 +121,7 @@ func RunRounds(pkg string, count int, benchtime, bench string) ([]Round, []strin
 			os.Stderr.Write(res)
 			return nil, nil, nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
-		r, names := ParseRound(res)
+		r, names := ParseRound(res, j.CPU != "")
 		if len(r) == 0 {
 			return nil, nil, nil, fmt.Errorf("round %d: no benchmark results", i+1)
 		}
@@ -100,7 +129,7 @@ func RunRounds(pkg string, count int, benchtime, bench string) ([]Round, []strin
 			order = names
 		}
 		rounds = append(rounds, r)
-		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, count, LoadAvg())
+		fmt.Fprintf(os.Stderr, "round %d/%d done, load %s\n", i+1, j.Count, LoadAvg())
 	}
 	return rounds, order, raw.Bytes(), nil
 }
@@ -114,7 +143,7 @@ func Main(prog, pkg string, write func(out io.Writer, rounds []Round, order []st
 	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each run")
 	raw := flag.String("raw", "", "also write the raw benchmark output to this file (benchstat format)")
 	flag.Parse()
-	rounds, order, rawOut, err := RunRounds(pkg, *count, *benchtime, ".")
+	rounds, order, rawOut, err := RunRounds(Job{Pkg: pkg, Count: *count, Benchtime: *benchtime, Bench: "."})
 	if err == nil && *raw != "" {
 		err = os.WriteFile(*raw, rawOut, 0o644)
 	}
