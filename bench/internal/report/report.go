@@ -117,3 +117,15 @@ func loadFields(s string) string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// Missing returns the lines of want that out does not contain: for the
+// tests of the programs that print tables.
+func Missing(out string, want ...string) []string {
+	var m []string
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			m = append(m, w)
+		}
+	}
+	return m
+}

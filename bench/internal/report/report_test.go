@@ -101,3 +101,10 @@ func TestMachine(t *testing.T) {
 		t.Errorf("Machine(extra) = %q, want the extra before the time", with)
 	}
 }
+
+func TestMissing(t *testing.T) {
+	out := "| a | 1 |\n| b | 2 |\n"
+	if m := Missing(out, "| a | 1 |", "| b | 3 |", "| b | 2 |"); len(m) != 1 || m[0] != "| b | 3 |" {
+		t.Errorf("Missing = %q, want [\"| b | 3 |\"]", m)
+	}
+}
