@@ -144,9 +144,9 @@ var peers = []peer{
 	}},
 	// The floors: not limiters, but what any store's decision must
 	// include. floor-hash reads and hashes the caller's key and nothing
-	// else (every store hashes the key it is given, and at 100 000
-	// scattered keys its bytes are a random memory reference of their
-	// own); floor-map finds the key in Go's own map (no clock, no lock, no
+	// else (every store hashes the key it is given; with nothing else to
+	// do, the processor overlaps the reads of many keys); floor-map finds
+	// the key in Go's own map (no clock, no lock, no
 	// arithmetic, no write), the cheapest "where is this key's state?";
 	// floor-map64 does the same with 64-byte values (ours keeps 64 bytes
 	// per key), which is what a key's footprint alone costs.
