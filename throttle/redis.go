@@ -180,8 +180,8 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 		}
 	}
 	var d Decision
-	if r.p.alg == GCRA {
-		d, err = s.decideGCRA(ctx, r, now)
+	if isMeter(r.p.alg) {
+		d, err = s.decideMeter(ctx, r, now)
 	} else {
 		d, err = s.decideOne(ctx, r, now)
 	}
@@ -208,17 +208,18 @@ func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decis
 	return ds[0], nil
 }
 
-// decideGCRA runs gcra_one.lua, which writes the new state if the request
-// fits and replies with the key's debt before it; meter, the definition's
-// own code, turns the debt into the Decision. (The script's test for
-// "fits" is meter's: see gcraArgs.)
-func (s *RedisStore) decideGCRA(ctx context.Context, r request, now int64) (Decision, error) {
-	debt, err := runInt(ctx, s.client, oneScripts[GCRA], []string{s.redisKey(GCRA, r.key)}, []any{gcraArgs(now, &r, s.ttlFloor)})
+// decideMeter runs a meter script (GCRA's, a bucket's), which writes the
+// new state if the request fits and replies with the key's debt before
+// it; meter, the definitions' own code, turns the debt into the Decision.
+// (The script's test for "fits" is meter's: see meterArgs.)
+func (s *RedisStore) decideMeter(ctx context.Context, r request, now int64) (Decision, error) {
+	alg := r.p.alg
+	debt, err := runInt(ctx, s.client, oneScripts[alg], []string{s.redisKey(alg, r.key)}, []any{meterArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
 	}
 	if debt < 0 || debt >= maxExact {
-		return Decision{}, fmt.Errorf("%w: GCRA script replied debt %d", ErrStore, debt)
+		return Decision{}, fmt.Errorf("%w: %v script replied debt %d", ErrStore, alg, debt)
 	}
 	var d Decision
 	meter(&d, r.p, debt, now, r.n)

@@ -19,9 +19,11 @@ import (
 // file is a line-by-line port of its function in algorithms.go, and one.lua
 // or all.lua is the entry point. Redis has no include, so a script is their
 // concatenation: one per algorithm for single requests, and one holding all
-// six for AllowAll. GCRA's single requests, the common case, run instead
-// gcra_one.lua, which computes only the key's debt (and writes) on the
-// server and leaves the Decision to meter on the Go side: see there why.
+// six for AllowAll. The meters' single requests (GCRA, the token and the
+// leaky bucket), the common case, run instead meter_head.lua, the
+// algorithm's *_debt.lua and meter_tail.lua, which compute only the key's
+// debt (and write) on the server and leave the Decision to meter on the Go
+// side: see meter_head.lua why.
 //
 //go:embed lua/*.lua
 var luaFS embed.FS
@@ -55,6 +57,18 @@ func mustLua(name string) string {
 	return string(b)
 }
 
+// meterDebt names the file that computes the debt of each meter, whose
+// single requests run a meter script (isMeter).
+var meterDebt = [...]string{
+	GCRA:        "gcra_debt.lua",
+	TokenBucket: "tb_debt.lua",
+	LeakyBucket: "lb_debt.lua",
+	SlidingLog:  "",
+}
+
+// isMeter reports whether alg's single requests run a meter script.
+func isMeter(alg Algorithm) bool { return meterDebt[alg] != "" }
+
 var (
 	// oneScripts[alg] decides one request under alg.
 	oneScripts [SlidingLog + 1]*luaScript
@@ -70,8 +84,13 @@ func init() {
 		oneScripts[a] = newLuaScript(prelude + "\n" + alg + "\n" + mustLua("one.lua"))
 		all += "\n" + alg
 	}
-	// GCRA's single requests run the flat script, without the prelude.
-	oneScripts[GCRA] = newLuaScript(mustLua("gcra_one.lua"))
+	// The meters' single requests run the flat scripts, without the
+	// prelude.
+	for a, debt := range meterDebt {
+		if debt != "" {
+			oneScripts[a] = newLuaScript(mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua"))
+		}
+	}
 	allScript = newLuaScript(all + "\n" + mustLua("all.lua"))
 }
 
@@ -85,21 +104,26 @@ func oneArgs(now int64, r *request, ttlFloor int64) []byte {
 	return packDoubles(make([]byte, 0, 80), now, r.n, p.count, p.burst, p.period, p.emission, p.den, p.tau, p.limit, ttlFloor)
 }
 
-// gcraArgs is gcra_one.lua's one argument: now, cost, room, den and the
-// TTL floor as little-endian IEEE doubles (see the script). A request
-// that can write nothing (a peek, or n > burst, which never fits) gets
-// cost 0 and room −1, so the script only reads the debt. Otherwise
+// meterArgs is a meter script's one argument: now, cost, room, den, the
+// TTL floor and, for the token bucket, tau as little-endian IEEE doubles
+// (see meter_head.lua). A
+// request that can write nothing (a peek, or n > burst, which never fits)
+// gets cost 0 and room −1, so the script only reads the debt. Otherwise
 // 0 < cost = n × emission ≤ tau, so room = tau − cost ≥ 0, and the script
 // writes exactly when debt ≤ room, that is debt + n × emission ≤ tau:
 // when meter allows.
-func gcraArgs(now int64, r *request, ttlFloor int64) []byte {
+func meterArgs(now int64, r *request, ttlFloor int64) []byte {
 	p := r.p
 	cost, room := int64(0), int64(-1)
 	if r.n > 0 && r.n <= p.burst {
 		cost = r.n * p.emission
 		room = p.tau - cost
 	}
-	return packDoubles(make([]byte, 0, 40), now, cost, room, p.den, ttlFloor)
+	b := packDoubles(make([]byte, 0, 48), now, cost, room, p.den, ttlFloor)
+	if p.alg == TokenBucket {
+		b = packDoubles(b, p.tau) // tb_debt.lua's sixth double
+	}
+	return b
 }
 
 func packDoubles(b []byte, vs ...int64) []byte {

@@ -80,17 +80,19 @@ func newRedisClient(t testing.TB, addr string) *redis.Client {
 }
 
 func TestRedisScriptsAreThePorts(t *testing.T) {
-	// Each single-request script holds its own algorithm only (GCRA's is
-	// the flat gcra_one.lua, without the prelude's decide table), and the
-	// AllowAll script all six.
-	if oneScripts[GCRA].src != mustLua("gcra_one.lua") {
-		t.Error("GCRA's single-request script is not gcra_one.lua")
+	// Each single-request script holds its own algorithm only (a meter's
+	// is the flat meter script with its own debt, without the prelude's
+	// decide table), and the AllowAll script all six.
+	for a, debt := range map[Algorithm]string{GCRA: "gcra_debt.lua", TokenBucket: "tb_debt.lua", LeakyBucket: "lb_debt.lua"} {
+		if want := mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua"); oneScripts[a].src != want {
+			t.Errorf("%v's single-request script is not the meter script with %s", a, debt)
+		}
 	}
 	for a := GCRA; a <= SlidingLog; a++ {
 		src := oneScripts[a].src
 		for b := GCRA; b <= SlidingLog; b++ {
 			has := strings.Contains(src, fmt.Sprintf("decide[%d] = function", b))
-			if has != (a == b && a != GCRA) {
+			if has != (a == b && !isMeter(a)) {
 				t.Errorf("script for %v: has decide[%d] = %v", a, b, has)
 			}
 		}
