@@ -52,8 +52,8 @@ end
 -- decimal conversions, and struct.pack less than string.format. Little-
 -- endian because that is the byte order of the machines Redis runs on:
 -- struct then copies the bytes instead of reversing them. Doubles hold
--- every integer below 2^53 exactly. gcra_one.lua reads and writes GCRA's
--- state in the same layout.
+-- every integer below 2^53 exactly. The meter scripts (meter_head.lua,
+-- meter_tail.lua) read and write the meters' states in the same layout.
 local STATE = '<ddd'
 
 -- view is false when a script decides one request: reads and writes go
