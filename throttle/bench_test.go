@@ -89,6 +89,57 @@ func BenchmarkMemoryAllowFewKeys(b *testing.B) {
 	allowInTurn(b, lim, keys)
 }
 
+// BenchmarkMemoryAllowParts takes a decision on one of 100 000 keys
+// apart: "lookup" hashes the key, locks its shard, finds its entry and
+// marks it used (the decision's memory references, without the clock or
+// the arithmetic); "clock+lookup" reads the store's clock first, as Allow
+// does; "Allow" is the whole GCRA decision. The difference between the
+// first two is what the clock read costs when keys are many: the vDSO
+// orders its TSC read after everything before it (lfence or rdtscp), so
+// one decision's memory references cannot overlap the next one's.
+func BenchmarkMemoryAllowParts(b *testing.B) {
+	s := NewMemoryStore()
+	lim := mustNew(b, s, GCRA, dayLimit)
+	for _, k := range benchKeys {
+		mustAllow(b, lim, k, 1)
+	}
+	lookup := func(key string, now int64) {
+		h := keyHash(s.seed, GCRA, key)
+		sh := s.shards[h&s.mask]
+		sh.mu.Lock()
+		i := sh.lookup(h, memKey{key: key, alg: GCRA})
+		if i == none || now < 0 {
+			sh.mu.Unlock()
+			b.Fatal("key not found")
+		}
+		sh.entries[i].used = true
+		sh.mu.Unlock()
+	}
+	b.Run("lookup", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			lookup(benchKeys[i], 0)
+			if i++; i == len(benchKeys) {
+				i = 0
+			}
+		}
+	})
+	b.Run("clock+lookup", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			now, err := s.now()
+			if err != nil {
+				b.Fatal(err)
+			}
+			lookup(benchKeys[i], now)
+			if i++; i == len(benchKeys) {
+				i = 0
+			}
+		}
+	})
+	b.Run("Allow", func(b *testing.B) { allowInTurn(b, lim, benchKeys) })
+}
+
 // allowInTurn measures lim.Allow on keys, one after the other, each
 // decision required to allow.
 func allowInTurn(b *testing.B, lim *Limiter, keys []string) {
