@@ -39,6 +39,7 @@ type MemoryStore struct {
 	cfgErr error
 	clock  ratelimit.Clock // nil: the wall clock, read through wall
 	wall   atomic.Pointer[wallAnchor]
+	tsc    atomic.Bool // the wall clock is extrapolated by the TSC (tsc.go)
 	seed   maphash.Seed
 	mask   uint64
 	shards []*shard
@@ -66,6 +67,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
 	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
+	s.tsc.Store(cfg.clock == nil && tscUsable())
 	s.shards = make([]*shard, n)
 	for i := range s.shards {
 		// Shard i holds its share of maxKeys, the remainder going to the
@@ -99,16 +101,33 @@ func (s *MemoryStore) err() error {
 }
 
 // now is the store's time in µs. Without WithClock it is the wall clock,
-// read as the last wall reading plus the monotonic time since: time.Since
-// reads one clock where time.Now reads two (BenchmarkClockRead). The wall
-// clock is read again every wallRefresh (readWall), so a step of the wall
-// clock is followed within a second (a step back is safe: see
-// MemoryStore).
+// read as the last wall reading plus the time since, counted by the
+// processor's time-stamp counter where the kernel's clock is that counter
+// (tsc.go: the vDSO's reading is ordered after every memory reference
+// before it, which costs a decision on a key out of cache more than the
+// rest of it), else by the monotonic clock (time.Since reads one clock
+// where time.Now reads two: BenchmarkClockRead). The wall clock is read
+// again every wallRefresh (readWall), so a step of the wall clock is
+// followed within a second (a step back is safe: see MemoryStore).
 func (s *MemoryStore) now() (int64, error) {
 	// wall is only ever set without WithClock (readWall), so the common
 	// case tests nothing else; unsigned, a negative el is out of range too.
 	if a := s.wall.Load(); a != nil {
-		if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) {
+		if a.usPerTick > 0 {
+			// The counter may read a little behind the anchor: another
+			// processor's, or read before the anchor was (nothing orders
+			// the two). That is the anchor's own time.
+			d := int64(rdtsc() - a.tsc)
+			if d < 0 && d > -int64(a.maxTicks>>10) {
+				d = 0
+			}
+			if uint64(d) < a.maxTicks {
+				return a.micros + int64(float64(d)*a.usPerTick), nil
+			}
+		} else if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) && (a.tsc == 0 || el < uint64(tscMinSpan)) {
+			// (An anchor with a counter reading but no scale yet, the
+			// first, is read again after tscMinSpan, to scale the counter
+			// from then on.)
 			return a.micros + int64(el/uint64(time.Microsecond)), nil
 		}
 	}
@@ -123,10 +142,14 @@ func (s *MemoryStore) clockNow() (int64, error) {
 	return micros(s.clock.Now())
 }
 
-// wallAnchor is a reading of the wall clock with its monotonic reading.
+// wallAnchor is a reading of the wall clock with its monotonic reading
+// and, when the store uses it, the time-stamp counter's (tsc.go).
 type wallAnchor struct {
-	t      time.Time
-	micros int64
+	t         time.Time
+	micros    int64
+	tsc       uint64  // the counter at t (0: not read)
+	usPerTick float64 // µs per tick of the counter (0: not scaled, read time.Since)
+	maxTicks  uint64  // wallRefresh in ticks
 }
 
 // wallRefresh is how long the wall clock is extrapolated from one reading.
@@ -139,7 +162,14 @@ func (s *MemoryStore) readWall() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.wall.Store(&wallAnchor{t: t, micros: us})
+	a := &wallAnchor{t: t, micros: us}
+	if s.tsc.Load() {
+		var ok bool
+		if a, ok = calibrate(s.wall.Load(), t, us, rdtsc()); !ok {
+			s.tsc.Store(false)
+		}
+	}
+	s.wall.Store(a)
 	return us, nil
 }
 
@@ -173,12 +203,15 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 		return err
 	}
 	s, p := l.mem, &l.p
+	// The key's hash first, the clock after: the hash reads the key's
+	// bytes, and the sooner that read begins, the more of it overlaps the
+	// previous decision's memory references (tsc.go).
+	h := keyHash(s.seed, p.alg, key)
+	sh := s.shards[h&s.mask]
 	now, err := s.now()
 	if err != nil {
 		return err
 	}
-	h := keyHash(s.seed, p.alg, key)
-	sh := s.shards[h&s.mask]
 	sh.mu.Lock()
 	i := sh.lookup(h, memKey{key: key, alg: p.alg})
 	if p.alg == GCRA {
