@@ -65,11 +65,8 @@ func calibrate(prev *wallAnchor, t time.Time, us int64, tsc uint64) (a *wallAnch
 	if prev == nil || prev.tsc == 0 {
 		return a, true
 	}
-	if tsc <= prev.tsc {
-		return &wallAnchor{t: t, micros: us}, false
-	}
 	span := t.Sub(prev.t)
-	ticks := tsc - prev.tsc
+	ticks := int64(tsc - prev.tsc) // negative when this reading is the earlier one
 	if prev.usPerTick > 0 {
 		// What the counter says the interval was, against the monotonic
 		// clock.
@@ -80,9 +77,12 @@ func calibrate(prev *wallAnchor, t time.Time, us int64, tsc uint64) (a *wallAnch
 	}
 	if span < tscMinSpan {
 		// Too short to measure (two goroutines read the wall clock at
-		// once): the previous scale holds.
+		// once, in either order): the previous scale holds.
 		a.usPerTick, a.maxTicks = prev.usPerTick, prev.maxTicks
 		return a, true
+	}
+	if ticks <= 0 { // the monotonic clock moved tscMinSpan, the counter did not
+		return &wallAnchor{t: t, micros: us}, false
 	}
 	a.usPerTick = float64(span) / float64(time.Microsecond) / float64(ticks)
 	a.maxTicks = uint64(float64(wallRefresh/time.Microsecond) / a.usPerTick)

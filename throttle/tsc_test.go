@@ -48,7 +48,19 @@ func TestCalibrate(t *testing.T) {
 	if a, ok := calibrate(second, tm, us, tick); !ok || a.usPerTick <= second.usPerTick*0.99 || a.usPerTick >= second.usPerTick {
 		t.Errorf("counter 0.5 ms ahead: %+v, %v; want it kept, a little slower per tick", a, ok)
 	}
-	// Backwards.
+	// Two goroutines read the wall clock at once, and the one that stores
+	// its anchor second read a little earlier: nothing is learned, nothing
+	// is given up, the scale holds.
+	if a, ok := cal(second, 200*time.Millisecond-time.Microsecond); !ok || a.usPerTick != second.usPerTick || a.tsc == 0 {
+		t.Errorf("a reading 1 µs before the anchor: %+v, %v; want the counter kept with the previous scale", a, ok)
+	}
+	// A counter that did not move while the monotonic clock moved 200 ms,
+	// before any scale was known.
+	tm2, us2, _ := at(200 * time.Millisecond)
+	if a, ok := calibrate(first, tm2, us2, first.tsc); ok || a.tsc != 0 || a.usPerTick != 0 {
+		t.Errorf("counter stopped: %+v, %v; want it given up", a, ok)
+	}
+	// Backwards, over a second.
 	if a, ok := calibrate(second, tm, us, second.tsc-1); ok || a.tsc != 0 {
 		t.Errorf("counter backwards: %+v, %v; want it given up", a, ok)
 	}
