@@ -98,7 +98,7 @@ func BenchmarkMemoryAllowFewKeys(b *testing.B) {
 // orders its TSC read after everything before it (lfence or rdtscp), it
 // kept one decision's memory references from overlapping the next one's
 // and cost more than the lookup itself; the store now counts the TSC
-// unordered where it can (tsc.go), and reads the clock after the key's
+// unordered where it can (internal/tsc), and reads the clock after the key's
 // hash.
 func BenchmarkMemoryAllowParts(b *testing.B) {
 	s := NewMemoryStore()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
 // MemoryStore keeps keyed-limiter state in this process: the embedded
@@ -39,7 +40,7 @@ type MemoryStore struct {
 	cfgErr error
 	clock  ratelimit.Clock // nil: the wall clock, read through wall
 	wall   atomic.Pointer[wallAnchor]
-	tsc    atomic.Bool // the wall clock is extrapolated by the TSC (tsc.go)
+	tsc    atomic.Bool // the wall clock is extrapolated by the TSC (internal/tsc)
 	seed   maphash.Seed
 	mask   uint64
 	shards []*shard
@@ -67,7 +68,9 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
 	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
-	s.tsc.Store(cfg.clock == nil && tscUsable())
+	// Not where time is fake: in a testing/synctest bubble, time.Now
+	// stands still while the counter runs on.
+	s.tsc.Store(cfg.clock == nil && tsc.Usable() && !tsc.FakeTime())
 	s.shards = make([]*shard, n)
 	for i := range s.shards {
 		// Shard i holds its share of maxKeys, the remainder going to the
@@ -103,7 +106,7 @@ func (s *MemoryStore) err() error {
 // now is the store's time in µs. Without WithClock it is the wall clock,
 // read as the last wall reading plus the time since, counted by the
 // processor's time-stamp counter where the kernel's clock is that counter
-// (tsc.go: the vDSO's reading is ordered after every memory reference
+// (internal/tsc: the vDSO's reading is ordered after every memory reference
 // before it, which costs a decision on a key out of cache more than the
 // rest of it), else by the monotonic clock (time.Since reads one clock
 // where time.Now reads two: BenchmarkClockRead). The wall clock is read
@@ -117,17 +120,17 @@ func (s *MemoryStore) now() (int64, error) {
 			// The counter may read a little behind the anchor: another
 			// processor's, or read before the anchor was (nothing orders
 			// the two). That is the anchor's own time.
-			d := int64(rdtsc() - a.tsc)
-			if d < 0 && d > -int64(a.maxTicks>>10) {
+			d := int64(tsc.Read() - a.TSC)
+			if d < 0 && d > -int64(a.MaxTicks>>10) {
 				d = 0
 			}
-			if uint64(d) < a.maxTicks {
+			if uint64(d) < a.MaxTicks {
 				return a.micros + int64(float64(d)*a.usPerTick), nil
 			}
-		} else if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) && (a.tsc == 0 || el < uint64(tscMinSpan)) {
+		} else if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) && (a.TSC == 0 || el < uint64(tsc.MinSpan)) {
 			// (An anchor with a counter reading but no scale yet, the
-			// first, is read again after tscMinSpan, to scale the counter
-			// from then on.)
+			// first, is read again after tsc.MinSpan, to scale the
+			// counter from then on.)
 			return a.micros + int64(el/uint64(time.Microsecond)), nil
 		}
 	}
@@ -143,13 +146,13 @@ func (s *MemoryStore) clockNow() (int64, error) {
 }
 
 // wallAnchor is a reading of the wall clock with its monotonic reading
-// and, when the store uses it, the time-stamp counter's (tsc.go).
+// and, when the store uses it, the time-stamp counter's (internal/tsc: its
+// Mono is tsc.Since(t)).
 type wallAnchor struct {
+	tsc.Anchor
 	t         time.Time
 	micros    int64
-	tsc       uint64  // the counter at t (0: not read)
 	usPerTick float64 // µs per tick of the counter (0: not scaled, read time.Since)
-	maxTicks  uint64  // wallRefresh in ticks
 }
 
 // wallRefresh is how long the wall clock is extrapolated from one reading.
@@ -157,19 +160,31 @@ const wallRefresh = time.Second
 
 // readWall reads the wall clock and makes it the new anchor.
 func (s *MemoryStore) readWall() (int64, error) {
-	t := time.Now()
+	if !s.tsc.Load() {
+		t := time.Now()
+		us, err := micros(t)
+		if err != nil {
+			return 0, err
+		}
+		s.wall.Store(&wallAnchor{t: t, micros: us})
+		return us, nil
+	}
+	t, c := tsc.Pair()
 	us, err := micros(t)
 	if err != nil {
 		return 0, err
 	}
-	a := &wallAnchor{t: t, micros: us}
-	if s.tsc.Load() {
-		var ok bool
-		if a, ok = calibrate(s.wall.Load(), t, us, rdtsc()); !ok {
-			s.tsc.Store(false)
-		}
+	var prev *tsc.Anchor
+	if p := s.wall.Load(); p != nil {
+		prev = &p.Anchor
 	}
-	s.wall.Store(a)
+	next, ok := tsc.Next(prev, tsc.Since(t), c, wallRefresh)
+	if !ok {
+		// The counter disagreed with the monotonic clock: from now on,
+		// time.Since.
+		s.tsc.Store(false)
+	}
+	s.wall.Store(&wallAnchor{Anchor: next, t: t, micros: us, usPerTick: next.NsPerTick / 1e3})
 	return us, nil
 }
 
@@ -205,7 +220,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	s, p := l.mem, &l.p
 	// The key's hash first, the clock after: the hash reads the key's
 	// bytes, and the sooner that read begins, the more of it overlaps the
-	// previous decision's memory references (tsc.go).
+	// previous decision's memory references (internal/tsc).
 	h := keyHash(s.seed, p.alg, key)
 	sh := s.shards[h&s.mask]
 	now, err := s.now()

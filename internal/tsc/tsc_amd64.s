@@ -1,0 +1,34 @@
+#include "textflag.h"
+
+// func Read() uint64
+TEXT ·Read(SB), NOSPLIT, $0-8
+	RDTSC
+	SHLQ $32, DX
+	ORQ  DX, AX
+	MOVQ AX, ret+0(FP)
+	RET
+
+// func ReadOrdered() uint64
+TEXT ·ReadOrdered(SB), NOSPLIT, $0-8
+	RDTSCP
+	SHLQ $32, DX
+	ORQ  DX, AX
+	MOVQ AX, ret+0(FP)
+	RET
+
+// func hasRDTSCP() bool
+TEXT ·hasRDTSCP(SB), NOSPLIT, $0-1
+	MOVL $0x80000000, AX
+	CPUID
+	CMPL AX, $0x80000001
+	JB   no
+	MOVL $0x80000001, AX
+	XORL CX, CX
+	CPUID
+	SHRL $27, DX
+	ANDL $1, DX
+	MOVB DX, ret+0(FP)
+	RET
+no:
+	MOVB $0, ret+0(FP)
+	RET

@@ -1,0 +1,132 @@
+package tsc
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestNext: the counter's scale comes from the monotonic clock over the
+// interval between two anchors, survives an interval too short to
+// measure, and is given up when the counter runs backwards, stops, or
+// disagrees with the monotonic clock by more than MaxError.
+func TestNext(t *testing.T) {
+	const hz = 2_600_000_000 // ticks per second
+	at := func(d time.Duration) (int64, uint64) {
+		return int64(5*time.Second + d), uint64(1e9 + float64(hz)*d.Seconds())
+	}
+	next := func(prev *Anchor, d time.Duration) (Anchor, bool) {
+		m, c := at(d)
+		return Next(prev, m, c, Refresh)
+	}
+
+	first, ok := next(nil, 0)
+	if !ok || first.NsPerTick != 0 || first.TSC == 0 {
+		t.Fatalf("first anchor: %+v, %v; want the counter read and no scale", first, ok)
+	}
+	second, ok := next(&first, 200*time.Millisecond)
+	if want := 1e9 / hz; !ok || second.NsPerTick < want*(1-1e-9) || second.NsPerTick > want*(1+1e-9) {
+		t.Fatalf("second anchor: %+v, %v; want %g ns per tick", second, ok, want)
+	}
+	if want := uint64(hz); second.MaxTicks < want-2 || second.MaxTicks > want+2 {
+		t.Errorf("MaxTicks = %d, want a second's %d", second.MaxTicks, want)
+	}
+	if short, ok := next(&second, 210*time.Millisecond); !ok || short.NsPerTick != second.NsPerTick || short.MaxTicks != second.MaxTicks {
+		t.Errorf("10 ms later: %+v, %v; want the previous scale kept", short, ok)
+	}
+
+	// The counter says 1 s and twice MaxError where the monotonic clock
+	// says 1 s.
+	m, _ := at(1200 * time.Millisecond)
+	_, c := at(1200*time.Millisecond + 2*MaxError)
+	if a, ok := Next(&second, m, c, Refresh); ok || a.TSC != 0 || a.NsPerTick != 0 {
+		t.Errorf("counter %v ahead: %+v, %v; want it given up", 2*MaxError, a, ok)
+	}
+	_, c = at(1200*time.Millisecond - 2*MaxError)
+	if a, ok := Next(&second, m, c, Refresh); ok || a.TSC != 0 {
+		t.Errorf("counter %v behind: %+v, %v; want it given up", 2*MaxError, a, ok)
+	}
+	// Within MaxError it is kept and rescaled.
+	_, c = at(1200*time.Millisecond + MaxError/2)
+	if a, ok := Next(&second, m, c, Refresh); !ok || a.NsPerTick <= second.NsPerTick*0.99 || a.NsPerTick >= second.NsPerTick {
+		t.Errorf("counter 0.5 ms ahead: %+v, %v; want it kept, a little slower per tick", a, ok)
+	}
+	// Two goroutines anchored at once, and the one that stores its anchor
+	// second read a little earlier: nothing is learnt, nothing given up.
+	if a, ok := next(&second, 200*time.Millisecond-time.Microsecond); !ok || a.NsPerTick != second.NsPerTick || a.TSC == 0 {
+		t.Errorf("a reading 1 µs before the anchor: %+v, %v; want the counter kept with the previous scale", a, ok)
+	}
+	// A counter that did not move while the monotonic clock moved 200 ms,
+	// before any scale was known.
+	m2, _ := at(200 * time.Millisecond)
+	if a, ok := Next(&first, m2, first.TSC, Refresh); ok || a.TSC != 0 || a.NsPerTick != 0 {
+		t.Errorf("counter stopped: %+v, %v; want it given up", a, ok)
+	}
+	// Backwards, over a second.
+	if a, ok := Next(&second, m, second.TSC-1, Refresh); ok || a.TSC != 0 {
+		t.Errorf("counter backwards: %+v, %v; want it given up", a, ok)
+	}
+}
+
+// TestAnchorElapsed: a counter reading a little behind the anchor is the
+// anchor's own time, one far behind or past the anchor's life is not
+// converted.
+func TestAnchorElapsed(t *testing.T) {
+	a := &Anchor{Mono: 7, TSC: 1 << 40, NsPerTick: 0.5, MaxTicks: 2e9}
+	for _, c := range []struct {
+		tsc  uint64
+		want int64
+		ok   bool
+	}{
+		{1 << 40, 0, true},
+		{1<<40 + 1000, 500, true},
+		{1<<40 - 1000, 0, true},       // behind by less than MaxTicks/1024
+		{1<<40 - 3_000_000, 0, false}, // further behind
+		{1<<40 + 2e9 - 1, 999_999_999, true},
+		{1<<40 + 2e9, 0, false}, // expired
+	} {
+		if got, ok := a.elapsed(c.tsc); got != c.want || ok != c.ok {
+			t.Errorf("elapsed(anchor%+d) = %d, %v; want %d, %v", int64(c.tsc-a.TSC), got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestClockFollowsMonotonic reads Now and NowOrdered against the monotonic
+// clock for 300 ms of real time (what is measured is time itself): every
+// reading lies between the monotonic readings around it, within 20 µs,
+// through the first anchor (monotonic) and, where the counter is usable,
+// the scaled counter from MinSpan on.
+func TestClockFollowsMonotonic(t *testing.T) {
+	const tol = int64(20 * time.Microsecond)
+	scaled := false
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		before := int64(time.Since(base))
+		got, got2 := Now(), NowOrdered()
+		after := int64(time.Since(base))
+		if got < before-tol || got > after+tol || got2 < before-tol || got2 > after+tol {
+			t.Fatalf("Now() = %d, NowOrdered() = %d; monotonic clock read %d before and %d after", got, got2, before, after)
+		}
+		if a := anchor.Load(); a != nil && a.NsPerTick > 0 {
+			scaled = true
+		}
+	}
+	if scaled != Usable() {
+		t.Errorf("counter scaled: %v; usable: %v", scaled, Usable())
+	}
+	if Usable() && off.Load() {
+		t.Error("the counter was given up")
+	}
+}
+
+// TestFakeTime: a synctest bubble's clock is recognised as fake, and the
+// real clock is not where the counter is its source.
+func TestFakeTime(t *testing.T) {
+	if Usable() && FakeTime() {
+		t.Error("FakeTime() outside a bubble")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if !FakeTime() {
+			t.Error("FakeTime() = false inside a synctest bubble")
+		}
+	})
+}
