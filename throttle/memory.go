@@ -3,7 +3,6 @@ package throttle
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -41,7 +40,7 @@ type MemoryStore struct {
 	clock  ratelimit.Clock // nil: the wall clock, read through wall
 	wall   atomic.Pointer[wallAnchor]
 	tsc    atomic.Bool // the wall clock is extrapolated by the TSC (internal/tsc)
-	seed   maphash.Seed
+	seed   *hashSeed
 	mask   uint64
 	shards []*shard
 }
@@ -67,7 +66,8 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore only", ErrInvalidOption))
 	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
-	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: maphash.MakeSeed(), mask: uint64(n - 1)}
+	seed := newHashSeed()
+	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: &seed, mask: uint64(n - 1)}
 	// Not where time is fake: in a testing/synctest bubble, time.Now
 	// stands still while the counter runs on.
 	s.tsc.Store(cfg.clock == nil && tsc.Usable() && !tsc.FakeTime())

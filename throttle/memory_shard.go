@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"hash/maphash"
 	"sync"
 )
 
@@ -23,7 +22,7 @@ import (
 // Everything here runs with mu held.
 type shard struct {
 	mu      sync.Mutex
-	seed    maphash.Seed // the store's
+	seed    *hashSeed // the store's
 	entries []memEntry   // the table; an empty key marks a free entry
 	hand    int32        // the next entry the clock hand looks at
 	live    int
@@ -79,14 +78,14 @@ const maxLoadNum, maxLoadDen = 3, 4
 // it, and never by a sweep that holds the lock over the whole shard.
 const reclaimPerInsert = 2
 
-func newShard(seed maphash.Seed, max int) *shard {
+func newShard(seed *hashSeed, max int) *shard {
 	return &shard{seed: seed, entries: make([]memEntry, 8), max: max}
 }
 
 // keyHash hashes (alg, key). Its low bits choose the shard, its high 32
 // bits (the tag) the position in the shard's table.
-func keyHash(seed maphash.Seed, alg Algorithm, key string) uint64 {
-	return maphash.String(seed, key) ^ uint64(alg)*0x9e3779b97f4a7c15
+func keyHash(seed *hashSeed, alg Algorithm, key string) uint64 {
+	return strHash(seed, key) ^ uint64(alg)*0x9e3779b97f4a7c15
 }
 
 // tag is the part of a key's hash the table keeps.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -286,7 +285,7 @@ func BenchmarkMemoryFlood(b *testing.B) {
 func TestShardTableAgainstMap(t *testing.T) {
 	for _, max := range []int{1 << 20, 300} {
 		r := rand.New(rand.NewPCG(1, uint64(max)))
-		sh := newShard(maphash.MakeSeed(), max)
+		sh := newShard(testSeed(), max)
 		hashes := map[string]uint64{}
 		present := map[string]bool{}
 		for step := range 20_000 {
@@ -402,7 +401,7 @@ func FuzzShardTable(f *testing.F) {
 	f.Add(uint8(5), []byte{0, 1, 0, 9, 0, 2, 0, 0, 0, 3, 9, 1, 1, 2, 0, 0, 0, 4, 0, 5})
 	f.Add(uint8(39), []byte{0, 63, 255, 1, 0, 62, 255, 1, 0, 0, 1, 1, 1, 63, 0, 0, 2, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, size uint8, ops []byte) {
-		sh := newShard(maphash.MakeSeed(), 1+int(size)%40)
+		sh := newShard(testSeed(), 1+int(size)%40)
 		hashOf := func(key string) uint64 {
 			i, _ := strconv.Atoi(key)
 			if i%4 == 3 {
@@ -493,4 +492,9 @@ func TestMemoryChurnKeepsInvariants(t *testing.T) {
 	if st := s.Stats(); st.Keys > 200 || st.Evictions == 0 || st.Expired == 0 {
 		t.Errorf("Stats = %+v: want at most 200 keys, some evicted, some reclaimed", st)
 	}
+}
+
+func testSeed() *hashSeed {
+	s := newHashSeed()
+	return &s
 }
