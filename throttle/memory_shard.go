@@ -22,9 +22,9 @@ import (
 // Everything here runs with mu held.
 type shard struct {
 	mu      sync.Mutex
-	seed    *hashSeed // the store's
-	entries []memEntry   // the table; an empty key marks a free entry
-	hand    int32        // the next entry the clock hand looks at
+	seed    *hashSeed  // the store's
+	entries []memEntry // the table; an empty key marks a free entry
+	hand    int32      // the next entry the clock hand looks at
 	live    int
 	max     int // keys this shard may hold
 
