@@ -9,7 +9,7 @@ package distbench
 //     demand, measured at steady state (demand measured, prefetch ahead of
 //     the pool; see warm). remote/op counts calls that waited for Redis.
 //   - redis_rate: redis_rate.NewLimiter(client).AllowN(ctx, key,
-//     Limit{Rate: 1e9, Burst: 1e9, Period: 1 s}, 1): one EVALSHA per
+//     Limit{Rate: 1e6, Burst: 1e6, Period: 1 s}, 1): one EVALSHA per
 //     decision, on the same server and client settings.
 //
 // The Parallel variants run the same calls from several goroutines, each
@@ -135,8 +135,9 @@ func commandStats(b *testing.B, c *redis.Client) map[string]cmdStat {
 // redisMeter brackets a measured loop with CONFIG RESETSTAT and INFO
 // commandstats.
 type redisMeter struct {
-	c     *redis.Client
-	start time.Time
+	c      *redis.Client
+	start  time.Time
+	writes bool // every script writes its key with SET or PSETEX: check it
 }
 
 func startMeter(b *testing.B, c *redis.Client) *redisMeter {
@@ -163,7 +164,15 @@ func (m *redisMeter) report(b *testing.B) {
 			calls += st.calls
 		}
 	}
-	b.ReportMetric(float64(stats["evalsha"].calls+stats["eval"].calls)/secs, "evalsha/s")
+	// With writes set, every script must write its key on every call: a
+	// script that skips its write does less than a limiter must (redis_rate
+	// at 1e9/s did: its increment of 1e-9 s vanished in its float TAT, so
+	// it never wrote; see redisRate).
+	scripts := stats["evalsha"].calls + stats["eval"].calls
+	if w := stats["set"].calls + stats["psetex"].calls; m.writes && w < scripts {
+		b.Fatalf("%d writes for %d scripts: a script skipped its write", w, scripts)
+	}
+	b.ReportMetric(float64(scripts)/secs, "evalsha/s")
 	b.ReportMetric(float64(calls)/secs, "redis-cmds/s")
 	b.ReportMetric(stats["evalsha"].usecPerCall, "evalsha-µs/call")
 }
@@ -210,9 +219,18 @@ func warm(b *testing.B, l *distributed.Limiter) {
 	}
 }
 
+// scriptRate is the rate of the one-script-per-call limiters (redis_rate,
+// and throttle's RedisStore in keyed_test.go): far above any request rate
+// here, so every call is allowed, and low enough that redis_rate's
+// increment (1/rate s) survives its float TAT (seconds since 2017, whose
+// ulp is about 6e-8 s): at 1e9/s it vanished, the TAT never moved, and
+// redis_rate skipped its SET on every call, doing less than a limiter
+// does (redisMeter.report now fails such a run).
+const scriptRate = 1e6
+
 func redisRate(b *testing.B, c *redis.Client) func() bool {
 	lim := redis_rate.NewLimiter(c)
-	limit := redis_rate.Limit{Rate: rate, Burst: rate, Period: time.Second}
+	limit := redis_rate.Limit{Rate: scriptRate, Burst: scriptRate, Period: time.Second}
 	key := fmt.Sprintf("distbench-rr-%d-%d", os.Getpid(), names.Add(1))
 	ctx := context.Background()
 	return func() bool {

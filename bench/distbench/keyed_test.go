@@ -2,14 +2,15 @@ package distbench
 
 // Keyed limiters on Redis: throttle.RedisStore against go-redis/redis_rate
 // (the same GCRA, one EVALSHA per decision) on the same redis-server and
-// client pool. Every call is allowed (a limit of 1e9 per second), so both
-// run their whole script, write included.
+// client pool. Every call is allowed (a limit of 1e6 per second,
+// scriptRate), so both run their whole script, write included (the meter
+// checks it).
 //
 //   - throttle-gcra: throttle.New(throttle.NewRedisStore(c), GCRA,
-//     Limit{Count: 1e9, Period: 1 s}).Allow(ctx, key); Redis TIME.
+//     Limit{Count: 1e6, Period: 1 s}).Allow(ctx, key); Redis TIME.
 //   - throttle-fixed-window, throttle-sliding-window: the same with those
 //     algorithms, for scale.
-//   - redis_rate: AllowN(ctx, key, Limit{Rate: 1e9, Burst: 1e9, Period: 1 s}, 1).
+//   - redis_rate: AllowN(ctx, key, Limit{Rate: 1e6, Burst: 1e6, Period: 1 s}, 1).
 //
 // BenchmarkKeyedRedis runs one caller; BenchmarkKeyedRedisParallel runs
 // 16 × GOMAXPROCS callers (b.SetParallelism(16)) on one client whose pool
@@ -31,7 +32,7 @@ import (
 
 func keyedThrottle(b *testing.B, c *redis.Client, alg throttle.Algorithm) func() bool {
 	b.Helper()
-	lim, err := throttle.New(throttle.NewRedisStore(c), alg, throttle.Limit{Count: rate, Period: time.Second})
+	lim, err := throttle.New(throttle.NewRedisStore(c), alg, throttle.Limit{Count: scriptRate, Period: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,6 +82,7 @@ func serialScript(b *testing.B, mk func(*testing.B, *redis.Client) func() bool) 
 		b.Fatal("refused")
 	}
 	m := startMeter(b, c)
+	m.writes = true
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -100,6 +102,7 @@ func parallelScript(b *testing.B, mk func(*testing.B, *redis.Client) func() bool
 		b.Fatal("refused")
 	}
 	m := startMeter(b, c)
+	m.writes = true
 	b.ReportAllocs()
 	b.ResetTimer()
 	if n := parallel(b, parallelism, allow); n > 0 {
