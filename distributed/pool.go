@@ -41,7 +41,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		return 0, err
 	}
 	n := int64(permits)
-	begin := l.elapsed()
+	begin := l.elapsedFast()
 	deadline := l.localDeadline(ctx, begin)
 	remote := false
 
@@ -55,8 +55,19 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
+		} else if l.tsc && now+reorderSlack >= l.nextLapse {
+			// A tranche lapses about now: decide on an ordered reading.
+			now = l.elapsed()
+			begin, deadline = now, l.localDeadline(ctx, now)
 		}
 		at, taken, ok, enough := l.takeLocked(n, now, deadline)
+		if !ok && iter == 0 && l.tsc {
+			// Fail, wait or ask Redis only on an ordered reading
+			// (elapsedFast): decide again on one.
+			begin = l.elapsed()
+			deadline = l.localDeadline(ctx, begin)
+			continue
+		}
 		if ok {
 			l.countDecision(remote)
 			l.maintainLocked(now)
@@ -135,7 +146,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 	}
 	n := int64(permits)
 	timeout = max(timeout, 0)
-	begin := l.elapsed()
+	begin := l.elapsedFast()
 	latest := time.Duration(sat.Add(int64(begin), int64(timeout)))
 	asked := false
 
@@ -149,8 +160,18 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
+		} else if l.tsc && now+reorderSlack >= l.nextLapse {
+			// A tranche lapses about now: decide on an ordered reading.
+			now = l.elapsed()
+			latest = max(latest, time.Duration(sat.Add(int64(now), int64(timeout))))
 		}
 		at, _, ok, enough := l.takeLocked(n, now, max(latest, now))
+		if !ok && iter == 0 && l.tsc {
+			// Refuse or ask Redis only on an ordered reading
+			// (elapsedFast): decide again on one.
+			latest = max(latest, time.Duration(sat.Add(int64(l.elapsed()), int64(timeout))))
+			continue
+		}
 		if ok {
 			l.countDecision(asked)
 			l.maintainLocked(now)
