@@ -141,14 +141,6 @@ func (l *Limiter) elapsedOrdered() time.Duration {
 	return l.elapsed()
 }
 
-// reorderSlack bounds how much earlier than the memory references before
-// it an unordered reading of the counter can be: the processor reads it
-// early only while an older instruction has not completed, which a load
-// holds up for at most a trip to memory (about 0.1 µs here, a few µs at
-// worst with nested page walks). A lock-free refusal whose debt exceeds
-// the timeout by more than this is clear whatever the reading's order.
-const reorderSlack = 10 * time.Microsecond
-
 // ticks converts an elapsed time to engine ticks, truncating like Guava's
 // readMicros.
 func (l *Limiter) ticks(d time.Duration) int64 {
@@ -271,9 +263,10 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 	to := l.ticks(max(timeout, 0))
 	if nextFree-to > now { // nextFree >= 0 and to >= 0: no overflow
 		// With the unordered counter (elapsed), the reading may precede
-		// the load: refuse at once only if the debt is clear by far,
+		// the load: refuse at once only if the debt is clear by more than
+		// tsc.ReorderSlack,
 		// else read the clock again, in order.
-		if !l.tsc || nextFree-to-now > l.ticks(reorderSlack) {
+		if !l.tsc || nextFree-to-now > l.ticks(tsc.ReorderSlack) {
 			return false
 		}
 		el = l.elapsedOrdered()

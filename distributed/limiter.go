@@ -207,7 +207,7 @@ func (l *Limiter) elapsed() time.Duration {
 // which the processor may take a little before the memory references that
 // precede it (as the root Limiter does: ratelimit.Limiter's elapsed).
 // Acquire and TryAcquire grant on it only from a tranche that is usable at
-// that time and not within reorderSlack of lapsing; anything else (a
+// that time and not within tsc.ReorderSlack of lapsing; anything else (a
 // refusal, a wait, a call to Redis) reads the clock again with elapsed.
 func (l *Limiter) elapsedFast() time.Duration {
 	if l.tsc {
@@ -215,11 +215,6 @@ func (l *Limiter) elapsedFast() time.Duration {
 	}
 	return l.elapsed()
 }
-
-// reorderSlack bounds how much earlier than the memory references before
-// it an unordered reading of the counter can be (ratelimit.Limiter has the
-// same bound and the argument).
-const reorderSlack = 10 * time.Microsecond
 
 // localDeadline converts ctx's deadline to the local time line.
 func (l *Limiter) localDeadline(ctx context.Context, now time.Duration) time.Duration {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/sat"
+	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
 // tranche is the permits of one lease still held locally.
@@ -55,7 +56,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
-		} else if l.tsc && now+reorderSlack >= l.nextLapse {
+		} else if l.tsc && now+tsc.ReorderSlack >= l.nextLapse {
 			// A tranche lapses about now: decide on an ordered reading.
 			now = l.elapsed()
 			begin, deadline = now, l.localDeadline(ctx, now)
@@ -160,7 +161,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
-		} else if l.tsc && now+reorderSlack >= l.nextLapse {
+		} else if l.tsc && now+tsc.ReorderSlack >= l.nextLapse {
 			// A tranche lapses about now: decide on an ordered reading.
 			now = l.elapsed()
 			latest = max(latest, time.Duration(sat.Add(int64(now), int64(timeout))))

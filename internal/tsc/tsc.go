@@ -64,6 +64,16 @@ const (
 	MaxError = time.Millisecond
 	// Refresh is how long a Clock extrapolates from one anchor.
 	Refresh = time.Second
+	// ReorderSlack bounds how much earlier than the memory references
+	// before it a reading by Read (Now) can be: the processor reads the
+	// counter early only while an older instruction has not completed,
+	// which a load holds up for at most a trip to memory (about 0.1 µs on
+	// the machine of docs/performance.md, a few µs at worst with nested
+	// page walks; an interrupt or a VM exit discards the early reading).
+	// A decision that would be the same at any time up to ReorderSlack
+	// later may rest on an unordered reading; any other reads the clock
+	// again with NowOrdered.
+	ReorderSlack = 10 * time.Microsecond
 )
 
 // An Anchor is a reading of a monotonic clock (Mono, in ns on any fixed
