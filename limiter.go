@@ -263,9 +263,8 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 	to := l.ticks(max(timeout, 0))
 	if nextFree-to > now { // nextFree >= 0 and to >= 0: no overflow
 		// With the unordered counter (elapsed), the reading may precede
-		// the load: refuse at once only if the debt is clear by more than
-		// tsc.ReorderSlack,
-		// else read the clock again, in order.
+		// the load: refuse at once only if the debt is clear by more
+		// than tsc.ReorderSlack, else read the clock again, in order.
 		if !l.tsc || nextFree-to-now > l.ticks(tsc.ReorderSlack) {
 			return false
 		}
