@@ -201,7 +201,7 @@ func (s *Server) Kill() {
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	if stopped {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Signal(sigCont)
 	}
 	<-exited
 }
@@ -220,13 +220,13 @@ func (s *Server) Restart() {
 // like a hung or swapped-out host.
 func (s *Server) Pause() {
 	s.t.Helper()
-	s.signal(syscall.SIGSTOP, true)
+	s.signal(sigStop, true)
 }
 
 // Resume sends SIGCONT after Pause.
 func (s *Server) Resume() {
 	s.t.Helper()
-	s.signal(syscall.SIGCONT, false)
+	s.signal(sigCont, false)
 }
 
 func (s *Server) signal(sig syscall.Signal, stopped bool) {
