@@ -206,9 +206,11 @@ func (l *Limiter) elapsed() time.Duration {
 // counter read without a fence (about 10 ns where time.Since costs 28),
 // which the processor may take a little before the memory references that
 // precede it (as the root Limiter does: ratelimit.Limiter's elapsed).
-// Acquire and TryAcquire grant on it only from a tranche that is usable at
-// that time and not within tsc.ReorderSlack of lapsing; anything else (a
-// refusal, a wait, a call to Redis) reads the clock again with elapsed.
+// Acquire and TryAcquire grant on it only from a tranche that is not within
+// tsc.ReorderSlack of lapsing, and a refusal or a call to Redis reads the
+// clock again with elapsed. A grant that must wait for its permits waits
+// from the unordered reading: at most a fraction of a microsecond longer,
+// never less.
 func (l *Limiter) elapsedFast() time.Duration {
 	if l.tsc {
 		return time.Duration(tsc.Now() - l.startTSC)

@@ -63,8 +63,10 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		}
 		at, taken, ok, enough := l.takeLocked(n, now, deadline)
 		if !ok && iter == 0 && l.tsc {
-			// Fail, wait or ask Redis only on an ordered reading
-			// (elapsedFast): decide again on one.
+			// Fail or ask Redis only on an ordered reading
+			// (elapsedFast): decide again on one. (A wait computed on
+			// the unordered reading is at most a fraction of a
+			// microsecond too long: never early.)
 			begin = l.elapsed()
 			deadline = l.localDeadline(ctx, begin)
 			continue
