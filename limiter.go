@@ -111,8 +111,8 @@ func (l *Limiter) made() bool { return l.tick != 0 }
 //
 // With the default clock, where the processor's time-stamp counter is the
 // kernel's clocksource (internal/tsc), the reading is the counter read
-// without a fence: 10 ns where time.Since costs 28 (docs/performance.md),
-// but the processor may take it a little before the memory references
+// without a fence: 10 ns where time.Since costs 26 (internal/tsc's
+// BenchmarkClock), but the processor may take it a little before the memory references
 // that precede it (a fraction of a microsecond). For a grant that is
 // harmless: the call is served as if it had come at the moment of the
 // reading, a moment that did pass, so the rate holds over the readings,
@@ -120,8 +120,8 @@ func (l *Limiter) made() bool { return l.tick != 0 }
 // reading older than the state is read again anyway (rereadIfStale). A
 // refusal must not rest on a time read before the state it refuses on (the
 // state may be another caller's booking from a later moment), so every
-// refusal that is not clear by far reads the clock again with
-// elapsedOrdered (TryAcquire, rereadIfStale).
+// refusal that is not clear by more than tsc.ReorderSlack reads the clock
+// again with elapsedOrdered (TryAcquire, rereadIfStale).
 func (l *Limiter) elapsed() time.Duration {
 	if l.tsc {
 		return time.Duration(tsc.Now() - l.startTSC)
