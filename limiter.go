@@ -112,8 +112,9 @@ func (l *Limiter) made() bool { return l.tick != 0 }
 // With the default clock, where the processor's time-stamp counter is the
 // kernel's clocksource (internal/tsc), the reading is the counter read
 // without a fence: 10 ns where time.Since costs 26 (internal/tsc's
-// BenchmarkClock), but the processor may take it a little before the memory references
-// that precede it (a fraction of a microsecond). For a grant that is
+// BenchmarkClock), but the processor may take it a little before the
+// memory references that precede it (a fraction of a microsecond). For a
+// grant that is
 // harmless: the call is served as if it had come at the moment of the
 // reading, a moment that did pass, so the rate holds over the readings,
 // and over real time to within the rate times that fraction; and a

@@ -203,9 +203,10 @@ func (l *Limiter) elapsed() time.Duration {
 
 // elapsedFast is elapsed for the hot path's first reading: with the
 // default clock, where the processor's counter is the kernel's clock, the
-// counter read without a fence (about 10 ns where time.Since costs 26: internal/tsc's BenchmarkClock),
-// which the processor may take a little before the memory references that
-// precede it (as the root Limiter does: ratelimit.Limiter's elapsed).
+// counter read without a fence (about 10 ns where time.Since costs 26:
+// internal/tsc's BenchmarkClock), which the processor may take a little
+// before the memory references that precede it (as the root Limiter does:
+// ratelimit.Limiter's elapsed).
 // Acquire and TryAcquire grant on it only from a tranche that is not within
 // tsc.ReorderSlack of lapsing, and a refusal or a call to Redis reads the
 // clock again with elapsed. A grant that must wait for its permits waits
