@@ -114,11 +114,11 @@ func (l *Limiter) made() bool { return l.tick != 0 }
 // without a fence: 10 ns where time.Since costs 26 (internal/tsc's
 // BenchmarkClock), but the processor may take it a little before the
 // memory references that precede it (a fraction of a microsecond). For a
-// grant that is
-// harmless: the call is served as if it had come at the moment of the
-// reading, a moment that did pass, so the rate holds over the readings,
-// and over real time to within the rate times that fraction; and a
-// reading older than the state is read again anyway (rereadIfStale). A
+// grant that is harmless: the call is served as if it had come at the
+// moment of the reading, a moment that did pass, so the rate holds over
+// the readings, and over real time to within the rate times that
+// fraction; and a reading older than the state is read again anyway
+// (rereadIfStale). A
 // refusal must not rest on a time read before the state it refuses on (the
 // state may be another caller's booking from a later moment), so every
 // refusal that is not clear by more than tsc.ReorderSlack reads the clock
