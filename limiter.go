@@ -118,11 +118,11 @@ func (l *Limiter) made() bool { return l.tick != 0 }
 // moment of the reading, a moment that did pass, so the rate holds over
 // the readings, and over real time to within the rate times that
 // fraction; and a reading older than the state is read again anyway
-// (rereadIfStale). A
-// refusal must not rest on a time read before the state it refuses on (the
-// state may be another caller's booking from a later moment), so every
-// refusal that is not clear by more than tsc.ReorderSlack reads the clock
-// again with elapsedOrdered (TryAcquire, rereadIfStale).
+// (rereadIfStale). A refusal must not rest on a time read before the state
+// it refuses on (the state may be another caller's booking from a later
+// moment), so every refusal that is not clear by more than
+// tsc.ReorderSlack reads the clock again with elapsedOrdered (TryAcquire,
+// rereadIfStale).
 func (l *Limiter) elapsed() time.Duration {
 	if l.tsc {
 		return time.Duration(tsc.Now() - l.startTSC)
