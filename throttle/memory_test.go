@@ -164,7 +164,7 @@ func TestMemoryClockOutOfRange(t *testing.T) {
 
 func TestShardCount(t *testing.T) {
 	for _, c := range []struct{ keys, procs, want int }{
-		{1, 8, 1}, {5, 8, 4}, {1 << 20, 1, 16}, {1 << 20, 2, 16}, {1 << 20, 3, 32}, {1 << 20, 1000, 1024},
+		{1, 8, 1}, {5, 8, 4}, {100, 8, 64}, {1 << 20, 1, 64}, {1 << 20, 2, 128}, {1 << 20, 3, 256}, {1 << 20, 16, 1024}, {1 << 20, 1000, 1024},
 	} {
 		if got := shardCount(c.keys, c.procs); got != c.want {
 			t.Errorf("shardCount(%d, %d) = %d, want %d", c.keys, c.procs, got, c.want)
