@@ -78,6 +78,19 @@ type Limiter struct {
 	// startTSC is start on that clock.
 	tsc      bool
 	startTSC int64
+	// unordered: elapsed may read a time from before the state it is
+	// compared with, so refusals read the clock again with
+	// elapsedOrdered (the counter, or a test's orderedClock).
+	unordered bool
+}
+
+// orderedClock is a Clock whose Now, like the counter's unordered reading,
+// may come from a little before the state the limiter compares it with,
+// and whose nowOrdered may not: tests implement it to show what a stale
+// reading does.
+type orderedClock interface {
+	Clock
+	nowOrdered() time.Time
 }
 
 func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *Limiter {
@@ -94,6 +107,8 @@ func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *L
 	} else {
 		l.start = l.clock.Now()
 	}
+	_, ordered := l.clock.(orderedClock)
+	l.unordered = l.tsc || ordered
 	l.e = build(float64(time.Second / l.tick))
 	l.nextFree.Store(l.e.NextFreeTicket())
 	return l
@@ -138,6 +153,9 @@ func (l *Limiter) elapsed() time.Duration {
 func (l *Limiter) elapsedOrdered() time.Duration {
 	if l.tsc {
 		return time.Duration(tsc.NowOrdered() - l.startTSC)
+	}
+	if c, ok := l.clock.(orderedClock); ok {
+		return c.nowOrdered().Sub(l.start)
 	}
 	return l.elapsed()
 }
@@ -266,7 +284,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		// With the unordered counter (elapsed), the reading may precede
 		// the load: refuse at once only if the debt is clear by more
 		// than tsc.ReorderSlack, else read the clock again, in order.
-		if !l.tsc || nextFree-to-now > l.ticks(tsc.ReorderSlack) {
+		if !l.unordered || nextFree-to-now > l.ticks(tsc.ReorderSlack) {
 			return false
 		}
 		el = l.elapsedOrdered()
