@@ -57,6 +57,10 @@ type Limiter struct {
 	// the counter usable, time not fake); startTSC is start on it.
 	tsc      bool
 	startTSC int64
+	// unordered: elapsedFast may read a time from before the state it is
+	// compared with (the counter, or a test's orderedClock), so the hot
+	// path reads the clock again with elapsed before anything but a grant.
+	unordered bool
 
 	wg sync.WaitGroup // every goroutine that talks to Redis
 
@@ -158,6 +162,8 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	} else {
 		l.start = l.clock.Now()
 	}
+	_, ordered := l.clock.(orderedClock)
+	l.unordered = l.tsc || ordered
 	if cfg.logger != nil && !contextTimeoutEnabled(client) {
 		cfg.logger.Warn("distributed: the redis client does not set ContextTimeoutEnabled: a call to a server that hangs outlives the call timeout, until the client's ReadTimeout, and Close waits for it",
 			"limiter", name, "callTimeout", cfg.callTimeout)
@@ -198,7 +204,19 @@ func (l *Limiter) elapsed() time.Duration {
 	if l.clock == nil {
 		return time.Since(l.start)
 	}
+	if c, ok := l.clock.(orderedClock); ok {
+		return c.nowOrdered().Sub(l.start)
+	}
 	return l.clock.Now().Sub(l.start)
+}
+
+// orderedClock is a Clock whose Now, like the counter's unordered reading,
+// may come from a little before the state the limiter compares it with,
+// and whose nowOrdered may not: tests implement it to show what a stale
+// reading does (elapsedFast reads Now, elapsed nowOrdered).
+type orderedClock interface {
+	ratelimit.Clock
+	nowOrdered() time.Time
 }
 
 // elapsedFast is elapsed for the hot path's first reading: with the
@@ -215,6 +233,9 @@ func (l *Limiter) elapsed() time.Duration {
 func (l *Limiter) elapsedFast() time.Duration {
 	if l.tsc {
 		return time.Duration(tsc.Now() - l.startTSC)
+	}
+	if l.clock != nil {
+		return l.clock.Now().Sub(l.start)
 	}
 	return l.elapsed()
 }

@@ -56,13 +56,13 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
-		} else if l.tsc && now+tsc.ReorderSlack >= l.nextLapse {
+		} else if l.unordered && now+tsc.ReorderSlack >= l.nextLapse {
 			// A tranche lapses about now: decide on an ordered reading.
 			now = l.elapsed()
 			begin, deadline = now, l.localDeadline(ctx, now)
 		}
 		at, taken, ok, enough := l.takeLocked(n, now, deadline)
-		if !ok && iter == 0 && l.tsc {
+		if !ok && iter == 0 && l.unordered {
 			// Fail or ask Redis only on an ordered reading
 			// (elapsedFast): decide again on one. (A wait computed on
 			// the unordered reading is at most a fraction of a
@@ -163,13 +163,13 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
-		} else if l.tsc && now+tsc.ReorderSlack >= l.nextLapse {
+		} else if l.unordered && now+tsc.ReorderSlack >= l.nextLapse {
 			// A tranche lapses about now: decide on an ordered reading.
 			now = l.elapsed()
 			latest = max(latest, time.Duration(sat.Add(int64(now), int64(timeout))))
 		}
 		at, _, ok, enough := l.takeLocked(n, now, max(latest, now))
-		if !ok && iter == 0 && l.tsc {
+		if !ok && iter == 0 && l.unordered {
 			// Refuse or ask Redis only on an ordered reading
 			// (elapsedFast): decide again on one.
 			latest = max(latest, time.Duration(sat.Add(int64(l.elapsed()), int64(timeout))))
