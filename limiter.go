@@ -80,8 +80,11 @@ type Limiter struct {
 	startTSC int64
 	// unordered: elapsed may read a time from before the state it is
 	// compared with, so refusals read the clock again with
-	// elapsedOrdered (the counter, or a test's orderedClock).
+	// elapsedOrdered (the counter, or a test's orderedClock), unless the
+	// debt exceeds the timeout by more than slack (tsc.ReorderSlack in
+	// ticks).
 	unordered bool
+	slack     int64
 }
 
 // orderedClock is a Clock whose Now, like the counter's unordered reading,
@@ -109,6 +112,7 @@ func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *L
 	}
 	_, ordered := l.clock.(orderedClock)
 	l.unordered = l.tsc || ordered
+	l.slack = l.ticks(tsc.ReorderSlack)
 	l.e = build(float64(time.Second / l.tick))
 	l.nextFree.Store(l.e.NextFreeTicket())
 	return l
@@ -284,7 +288,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		// With the unordered counter (elapsed), the reading may precede
 		// the load: refuse at once only if the debt is clear by more
 		// than tsc.ReorderSlack, else read the clock again, in order.
-		if !l.unordered || nextFree-to-now > l.ticks(tsc.ReorderSlack) {
+		if !l.unordered || nextFree-to-now > l.slack {
 			return false
 		}
 		el = l.elapsedOrdered()
