@@ -26,7 +26,10 @@ import (
 // The store holds at most WithMaxKeys keys (DefaultMaxKeys by default):
 // when a shard is full, its least recently used key is evicted, which
 // forgets that key's state (it is back to its full allowance; Stats counts
-// evictions). A key whose state has expired (it is back to its full
+// evictions). A shard holds at least 1024 keys (a store of fewer has one
+// shard), so a store never evicts while it holds fewer than
+// min(WithMaxKeys, 1024) keys, and in practice not before it is about nine
+// tenths full. A key whose state has expired (it is back to its full
 // allowance anyway) is reclaimed by the inserts that follow, a couple of
 // keys per insert: there is no sweeper goroutine and no pass that holds a
 // lock over a whole shard.
@@ -84,16 +87,28 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	return s
 }
 
+// minShardKeys is the fewest keys a shard holds when there is more than
+// one. A shard evicts when it is full, not when the store is, so a store
+// split into shards of c keys can evict while it holds as few as c keys
+// (all of them hashed to one shard). With shards of at least minShardKeys,
+// a store never evicts while it holds fewer than min(WithMaxKeys,
+// minShardKeys) keys (TestMemoryNoEvictionBelowShardSize); and with keys
+// spread by a good hash, the first eviction of a store of 128 such shards
+// comes at about nine tenths full (the fullest of 128 bins holds about
+// m + sqrt(2 m ln 128) of a mean m).
+const minShardKeys = 1024
+
 // shardCount is a power of two: 64 shards per processor (at least 64, at
-// most 1024), so parallel decisions seldom meet on a lock, but never more
-// shards than keys, so that every shard holds at least one. (Eight per
-// processor, as before 24 Nov, let two processors meet on one lock often
-// enough to show: on 100 000 keys from two goroutines a decision took
-// about an eighth longer, alternated runs of bench/keyed, 05:16 UTC.)
+// most 1024), so parallel decisions seldom meet on a lock, but never so
+// many that a shard holds fewer than minShardKeys keys (so a small store
+// has one shard). (Eight per processor, as before 24 Nov, let two
+// processors meet on one lock often enough to show: on 100 000 keys from
+// two goroutines a decision took about an eighth longer, alternated runs
+// of bench/keyed, 05:16 UTC.)
 func shardCount(maxKeys, procs int) int {
 	n := 1 << bits.Len(uint(max(64, 64*procs)-1))
 	n = min(n, 1024)
-	for n > 1 && n > maxKeys {
+	for n > 1 && maxKeys/n < minShardKeys {
 		n /= 2
 	}
 	return n

@@ -164,10 +164,19 @@ func TestMemoryClockOutOfRange(t *testing.T) {
 
 func TestShardCount(t *testing.T) {
 	for _, c := range []struct{ keys, procs, want int }{
-		{1, 8, 1}, {5, 8, 4}, {100, 8, 64}, {1 << 20, 1, 64}, {1 << 20, 2, 128}, {1 << 20, 3, 256}, {1 << 20, 16, 1024}, {1 << 20, 1000, 1024},
+		{1, 8, 1}, {5, 8, 1}, {100, 8, 1}, {2047, 2, 1}, {2048, 2, 2}, {100_000, 2, 64},
+		{1 << 20, 1, 64}, {1 << 20, 2, 128}, {1 << 20, 3, 256}, {1 << 20, 16, 1024}, {1 << 20, 1000, 1024},
 	} {
 		if got := shardCount(c.keys, c.procs); got != c.want {
 			t.Errorf("shardCount(%d, %d) = %d, want %d", c.keys, c.procs, got, c.want)
+		}
+	}
+	// Every shard holds minShardKeys keys, or the store has one shard.
+	for _, procs := range []int{1, 2, 3, 8, 64} {
+		for keys := 1; keys < 1<<22; keys = keys*3/2 + 1 {
+			if n := shardCount(keys, procs); n > 1 && keys/n < minShardKeys {
+				t.Errorf("shardCount(%d, %d) = %d: %d keys a shard", keys, procs, n, keys/n)
+			}
 		}
 	}
 	s := NewMemoryStore(WithMaxKeys(1000))
@@ -177,6 +186,44 @@ func TestShardCount(t *testing.T) {
 	}
 	if total != 1000 {
 		t.Errorf("shards hold %d keys together, want 1000", total)
+	}
+}
+
+// TestMemoryNoEvictionBelowShardSize: a shard evicts when it is full, not
+// when the store is, so a store must never evict while it holds fewer keys
+// than its smallest shard (CI caught a store of 64 keys in 64 shards
+// admitting everything on two keys that shared a shard); and a large store
+// of shards of 1024 keys first evicts when nearly full, not at a fraction.
+func TestMemoryNoEvictionBelowShardSize(t *testing.T) {
+	clk := newSetClock()
+	for _, c := range []struct{ maxKeys, keys int }{{1, 1}, {64, 64}, {2047, 1024}, {100_000, minShardKeys}, {DefaultMaxKeys, minShardKeys}} {
+		s := NewMemoryStore(WithClock(clk), WithMaxKeys(c.maxKeys))
+		lim := mustNew(t, s, FixedWindow, PerHour(1))
+		for i := range c.keys {
+			mustAllow(t, lim, strconv.Itoa(i), 1)
+		}
+		for i := range c.keys {
+			if d := mustAllow(t, lim, strconv.Itoa(i), 1); d.Allowed {
+				t.Fatalf("WithMaxKeys(%d): key %d of %d was forgotten (%d shards, Stats %+v)", c.maxKeys, i, c.keys, len(s.shards), s.Stats())
+			}
+		}
+	}
+
+	// Inserting fresh keys into a store of 2^17: the first eviction comes
+	// past 80% full. (The fullest of n shards with a mean of m keys holds
+	// about m + sqrt(2 m ln n): with 128 shards of 1024 keys, 91% full;
+	// 80% would be 7 standard deviations early.)
+	const maxKeys = 1 << 17
+	s := NewMemoryStore(WithClock(clk), WithMaxKeys(maxKeys))
+	lim := mustNew(t, s, FixedWindow, PerHour(1))
+	i := 0
+	for ; s.Stats().Evictions == 0; i++ {
+		mustAllow(t, lim, strconv.Itoa(i), 1)
+	}
+	if full := float64(i-1) / maxKeys; full < 0.8 {
+		t.Errorf("first eviction at %d keys of %d (%.2f full, %d shards)", i-1, maxKeys, full, len(s.shards))
+	} else {
+		t.Logf("first eviction at %.3f full (%d shards)", full, len(s.shards))
 	}
 }
 

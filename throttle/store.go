@@ -108,7 +108,8 @@ func WithClock(c ratelimit.Clock) StoreOption {
 
 // WithMaxKeys bounds a MemoryStore to n keys (n ≥ 1), evicting a key that
 // was not used recently when full (CLOCK, the usual approximation of least
-// recently used, per shard). Default DefaultMaxKeys.
+// recently used, per shard; no eviction while the store holds fewer than
+// min(n, 1024) keys). Default DefaultMaxKeys.
 func WithMaxKeys(n int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if n < 1 {
