@@ -153,7 +153,9 @@ end
 
 -- setRate is Guava's doSetRate: resync at the old rate, then rescale the
 -- stored permits to the new capacity. Like the Go engine it replaces a NaN
--- or +Inf stored count at a finite rate with the conservative end.
+-- or +Inf stored count at a finite rate with the conservative end, and
+-- caps a rescale that rounds past the new capacity (stored*max/oldMax can
+-- exceed max by an ulp, and by far when oldMax is subnormal).
 local function setRate(s, rate, now)
   resync(s, now)
   s.interval = TPS / rate
@@ -165,6 +167,8 @@ local function setRate(s, rate, now)
   end
   if rate ~= INF and (s.stored ~= s.stored or s.stored == INF) then
     if s.kind == 'b' then s.stored = 0 else s.stored = s.max end
+  elseif rate ~= INF and s.stored > s.max then
+    s.stored = s.max
   end
 end
 

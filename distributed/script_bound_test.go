@@ -156,7 +156,7 @@ func TestRefundNeverBeforeNow(t *testing.T) {
 	}
 	rr, _ := parseReply(v)
 	if got := stateField(t, c, "rb", "next"); got != redisEpoch+50_000 {
-		t.Fatalf("next after the refund: %v, want now (%v)", got, redisEpoch+50_000)
+		t.Fatalf("next after the refund: %v, want now (%v)", got, int64(redisEpoch+50_000))
 	}
 	if rr.granted != 5 {
 		t.Fatalf("refund reported %d permits given back, want the 5 still unpaid", rr.granted)

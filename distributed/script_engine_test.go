@@ -132,4 +132,19 @@ func TestScriptMatchesEngine(t *testing.T) {
 	if ops < 10_000 {
 		t.Fatalf("only %d operations compared", ops)
 	}
+
+	// A rescale that rounds past the new capacity: a full bucket of 2.5 s
+	// at 7/s holds 17.5 permits, and 17.5·30.357142857142854/17.5 is one
+	// ulp above 30.357142857142854, the capacity at 85/7 per second. The
+	// Go engine caps it; engine.lua did not until 24 Nov (found when the
+	// random walk above, on 386, where math.Exp rounds differently, took
+	// another path).
+	e := &engineScript{t: t, c: c, s: sc, key: "engine-overshoot"}
+	g := smooth.NewBursty(smooth.Microsecond, 2.5, 7, 0)
+	e.run("new", int64(0), "b", f64(2.5), int64(0), f64(0), f64(7))
+	g.SetRate(85.0/7, 10_000_000)
+	got := e.run("setrate", int64(10_000_000), f64(85.0/7))
+	if !same(got[2], g.StoredPermits()) || g.StoredPermits() != g.MaxPermits() {
+		t.Fatalf("full bucket rescaled: script %v, engine %v, capacity %v", got[2], g.StoredPermits(), g.MaxPermits())
+	}
 }

@@ -52,7 +52,7 @@ func TestRedisMeterEdges(t *testing.T) {
 		// bucket exactly and then overflow it by one unit.
 		clk := newSetClock()
 		const burst = 1_000_000
-		l := Limit{Count: 1e12, Period: time.Second, Burst: burst}
+		l := Limit{Count: bigInt(t, 1e12), Period: time.Second, Burst: burst}
 		mem := mustNew(t, NewMemoryStore(WithClock(clk)), GCRA, l)
 		red := mustNew(t, fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix("cap:")), GCRA, l)
 		var steps []meterStep
@@ -94,7 +94,7 @@ func TestRedisMeterEdges(t *testing.T) {
 			// refills (drains) under the new limit.
 			clk := newSetClock()
 			hourly := Limit{Count: 1, Period: time.Hour, Burst: 1}
-			fast := Limit{Count: 1e12, Period: time.Second, Burst: 1_000_000}
+			fast := Limit{Count: bigInt(t, 1e12), Period: time.Second, Burst: 1_000_000}
 			ms, rs := NewMemoryStore(WithClock(clk)), fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix("long:"+alg.String()+":"))
 			mem := []*Limiter{mustNew(t, ms, alg, hourly), mustNew(t, ms, alg, fast)}
 			red := []*Limiter{mustNew(t, rs, alg, hourly), mustNew(t, rs, alg, fast)}

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,16 @@ func (c *setClock) Add(d time.Duration) {
 }
 
 // mustNew is New for tests.
+// bigInt is v as an int, for the tests of counts past 2^31; where int has
+// 32 bits (386, arm) they cannot be written, and the test is skipped.
+func bigInt(t testing.TB, v int64) int {
+	t.Helper()
+	if int64(int(v)) != v {
+		t.Skipf("%d does not fit in a %d-bit int", v, strconv.IntSize)
+	}
+	return int(v)
+}
+
 func mustNew(t testing.TB, s Store, alg Algorithm, l Limit) *Limiter {
 	t.Helper()
 	lim, err := New(s, alg, l)
