@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/sleep"
 )
 
 // Clock is the limiter's source of time: it reads the time and sleeps. It is
@@ -40,19 +42,5 @@ func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	if ctx.Done() == nil {
-		time.Sleep(d)
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep.Ctx(ctx, d)
 }

@@ -211,6 +211,8 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 // during the sleep, Acquire returns ctx's error and gives its reservation
 // back, provided no other request has been booked since (the state is then
 // exactly as if the call had not happened).
+// A deadline exactly the wait away is met: a context that ends at the
+// instant the sleep does has not interrupted it.
 //
 // The deadline is compared with the limiter's clock, but a context expires
 // on the real clock: with a fake clock, a context.WithDeadline taken from the

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/smoothrate/ratelimit/internal/sleep"
 )
 
 // Benbjohnson adapts a github.com/benbjohnson/clock Clock (its real clock,
@@ -95,13 +97,11 @@ func (b *Benbjohnson) Sleep(ctx context.Context, d time.Duration) error {
 		delete(b.wakeAt, t)
 		b.mu.Unlock()
 	}()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	err := sleep.Await(ctx, t.C)
+	if err != nil {
 		t.Stop()
-		return ctx.Err()
 	}
+	return err
 }
 
 // Sleepers returns how many goroutines are asleep in Sleep with a wake-up

@@ -16,6 +16,7 @@ import (
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/check"
 	"github.com/smoothrate/ratelimit/internal/sat"
+	"github.com/smoothrate/ratelimit/internal/sleep"
 	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
@@ -262,14 +263,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	if l.clock != nil {
 		return l.clock.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep.Ctx(ctx, d)
 }
 
 // contextTimeoutEnabled reports whether client lets a context deadline
