@@ -50,7 +50,7 @@ func (l *Limiter) noteDemand(n int64, now time.Duration) {
 		l.demand, l.haveDemand = sample, true
 	} else {
 		alpha := 1 - math.Exp(-dt.Seconds()/demandWindow.Seconds())
-		l.demand += alpha * (sample - l.demand)
+		l.demand += float64(alpha * (sample - l.demand)) // rounded, not fused: the same on every processor
 	}
 	l.recent[l.recentNext] = demandSample{at: now, v: sample}
 	l.recentNext = (l.recentNext + 1) % len(l.recent)

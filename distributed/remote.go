@@ -153,7 +153,8 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 		// Probe again after a jittered, growing pause, so that a fleet
 		// does not stampede a recovering server.
 		base := min(l.cfg.callTimeout<<min(l.failures, 10), time.Second)
-		l.probeAt = recv + time.Duration(float64(base)*(0.5+l.rng.Float64()))
+		// (float64 of the draw: scripts/check-fma wants no fused operation.)
+		l.probeAt = recv + time.Duration(float64(base)*(0.5+float64(l.rng.Float64())))
 		return
 	}
 	if !l.healthy {

@@ -164,7 +164,11 @@ func (e *Engine) setRateWarmingUp(oldMax float64) {
 		return
 	}
 	w := float64(e.warmupPeriod)
-	coldInterval := e.stableInterval * e.coldFactor
+	// The conversion rounds the product, as Java (and Lua) do: without it
+	// Go may fuse it into the sums below (FMADD on arm64), and maxPermits
+	// and slope would differ from Guava's in the last bit
+	// (scripts/check-fma keeps every package free of fused operations).
+	coldInterval := float64(e.stableInterval * e.coldFactor)
 	e.thresholdPermits = 0.5 * w / e.stableInterval
 	e.maxPermits = e.thresholdPermits + 2.0*w/(e.stableInterval+coldInterval)
 	e.slope = (coldInterval - e.stableInterval) / (e.maxPermits - e.thresholdPermits)
