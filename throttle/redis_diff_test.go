@@ -272,3 +272,21 @@ func (s *refStore) reset(_ context.Context, alg Algorithm, key string) error {
 	delete(s.keys, cacheKey{alg, key})
 	return nil
 }
+
+// FuzzRedisMatchesDefinition is TestRedisMatchesDefinition from fuzzed
+// seeds: random limits sharing keys, the clock stepping anywhere, every
+// field of every Decision of the Redis store against the definition.
+//
+//	go test ./throttle -run XXX -fuzz FuzzRedisMatchesDefinition -fuzztime 2m
+func FuzzRedisMatchesDefinition(f *testing.F) {
+	f.Add(uint64(1), uint8(0))
+	f.Add(uint64(7), uint8(4))
+	fx := redisFor(f)
+	f.Fuzz(func(t *testing.T, seed uint64, a uint8) {
+		alg := allAlgorithms[int(a)%len(allAlgorithms)]
+		clk := newSetClock()
+		ref := &refStore{clock: clk, keys: map[cacheKey]*refEntry{}}
+		rs := fakeTimeStore(fx.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("fuzz%d:", redisPrefix.Add(1))))
+		runDifferential(t, rand.New(rand.NewPCG(seed, uint64(alg))), alg, clk, ref, rs, true)
+	})
+}
