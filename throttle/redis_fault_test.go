@@ -118,9 +118,16 @@ func TestRedisScriptReload(t *testing.T) {
 // and nothing panics; once it is back (empty: persistence is off) the
 // scripts are loaded again and decisions resume from full allowance: the
 // state lived in Redis only and is lost.
+//
+// go-redis stops dialing after PoolSize failed dials in a row and returns
+// the last dial error until a background probe, once a second, finds the
+// server back. The 18 failures below reach the default PoolSize (10 per
+// processor) where GOMAXPROCS is 1, and then the first calls after the
+// restart failed for up to a second; the client here has room for them
+// (docs/throttle.md says what users see).
 func TestRedisRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newRedisClient(t, srv.Addr())
+	c := newRedisClient(t, srv.Addr(), func(o *redis.Options) { o.PoolSize = 64 })
 	ctx := context.Background()
 	clk := newSetClock()
 	s := NewRedisStore(c, WithClock(clk))

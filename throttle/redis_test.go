@@ -64,17 +64,22 @@ func redisFor(t testing.TB) *redisFixture {
 }
 
 // newRedisClient returns a client that honours context deadlines and does
-// not retry: the tests see every failure.
-func newRedisClient(t testing.TB, addr string) *redis.Client {
+// not retry: the tests see every failure. edit, if given, adjusts the
+// options first.
+func newRedisClient(t testing.TB, addr string, edit ...func(*redis.Options)) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{
+	o := &redis.Options{
 		Addr:                  addr,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialTimeout:           2 * time.Second,
 		DialerRetries:         1, // a server that is down fails at once
 		DialerRetryTimeout:    time.Millisecond,
-	})
+	}
+	for _, e := range edit {
+		e(o)
+	}
+	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
