@@ -38,9 +38,5 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // Sleep waits for d on a timer, or until ctx is done.
 func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
-	return sleepCtx(ctx, d)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
 	return sleep.Ctx(ctx, d)
 }

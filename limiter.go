@@ -12,6 +12,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/internal/check"
 	"github.com/smoothrate/ratelimit/internal/sat"
+	"github.com/smoothrate/ratelimit/internal/sleep"
 	"github.com/smoothrate/ratelimit/internal/tsc"
 	"github.com/smoothrate/ratelimit/smooth"
 )
@@ -196,7 +197,7 @@ func (l *Limiter) rereadIfStale(el time.Duration, now int64) (time.Duration, int
 
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	if l.clock == nil {
-		return sleepCtx(ctx, d)
+		return sleep.Ctx(ctx, d)
 	}
 	return l.clock.Sleep(ctx, d)
 }
