@@ -97,7 +97,7 @@ func (b *Benbjohnson) Sleep(ctx context.Context, d time.Duration) error {
 		delete(b.wakeAt, t)
 		b.mu.Unlock()
 	}()
-	err := sleep.Await(ctx, t.C)
+	err := sleep.Await(ctx, t.C, func() bool { return !b.clock.Now().Before(wake) })
 	if err != nil {
 		t.Stop()
 	}

@@ -1,15 +1,16 @@
 // Package sleep waits on a timer or a context, whichever ends first, for the
-// limiters' Acquire paths (the root package's default clock and
-// distributed's).
+// limiters' Acquire paths (the root package's default clock, distributed's,
+// and clocktest's adapter of benbjohnson/clock).
 //
 // The one thing it adds to a select: a context that ends at the very
 // instant the wait does has not cut the wait short. Acquire accepts a
 // deadline exactly as far away as its wait (the wait can be met), and then
-// the timer and the context's deadline fire together; in a
-// testing/synctest bubble, or when the context's timer runs first, both
-// are ready when the sleeper wakes and a bare select picks either at
-// random, failing an Acquire whose wait was served and giving its permits
-// back.
+// the timer and the context's deadline fire together. In a testing/synctest
+// bubble the context's timer can run, and close Done, before the sleeper's
+// timer has sent: a bare select then failed an Acquire whose wait was
+// served and gave its permits back (seen on arm64 and s390x under qemu).
+// So when the context ends, the time decides: if the wait's time has come,
+// the wait was served.
 package sleep
 
 import (
@@ -27,25 +28,24 @@ func Ctx(ctx context.Context, d time.Duration) error {
 		time.Sleep(d)
 		return nil
 	}
+	start := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
-	return Await(ctx, t.C)
+	return Await(ctx, t.C, func() bool { return time.Since(start) >= d })
 }
 
-// Await waits for c (a timer's channel) or for ctx to end. When ctx has
-// ended and c is ready too (the timer is due), the wait was served: it
-// returns nil. A time.Timer's channel is ready from the timer's due time on
-// (Go 1.23's timers), so this is exact, not a race with a goroutine.
-func Await(ctx context.Context, c <-chan time.Time) error {
+// Await waits for c (a timer's channel) or for ctx to end. When ctx ends
+// first, served reports whether the wait's time has come all the same (the
+// timer is due but has not sent yet): then the wait was served and Await
+// returns nil, else ctx's error.
+func Await(ctx context.Context, c <-chan time.Time, served func() bool) error {
 	select {
 	case <-c:
 		return nil
 	case <-ctx.Done():
-		select {
-		case <-c:
+		if served() {
 			return nil
-		default:
-			return ctx.Err()
 		}
+		return ctx.Err()
 	}
 }
