@@ -75,7 +75,6 @@ func (c *setClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// mustNew is New for tests.
 // bigInt is v as an int, for the tests of counts past 2^31; where int has
 // 32 bits (386, arm) they cannot be written, and the test is skipped.
 func bigInt(t testing.TB, v int64) int {
@@ -86,6 +85,7 @@ func bigInt(t testing.TB, v int64) int {
 	return int(v)
 }
 
+// mustNew is New for tests.
 func mustNew(t testing.TB, s Store, alg Algorithm, l Limit) *Limiter {
 	t.Helper()
 	lim, err := New(s, alg, l)
