@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/prefetch"
 	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
@@ -246,6 +247,11 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	// previous decision's memory references (internal/tsc).
 	h := keyHash(s.seed, p.alg, key)
 	sh := s.shards[h&s.mask]
+	// Then start loading the key's entry: on a store of many keys it is
+	// the decision's longest wait, and the clock read and the lock, which
+	// must come before the entry is read, now overlap it (on x86 no load
+	// after the lock's locked instruction may start before it completes).
+	prefetch.Line(sh.homeLine(h))
 	now, err := s.now()
 	if err != nil {
 		return err

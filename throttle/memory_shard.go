@@ -2,6 +2,8 @@ package throttle
 
 import (
 	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // shard is one lock's worth of a MemoryStore: the keys' entries in one
@@ -16,14 +18,23 @@ import (
 // lines of the same page). The table holds the entries themselves, not an
 // index of them, because every extra indirection is one more random memory
 // reference per decision, and at this size each costs more than the
-// decision's arithmetic. No pointer per key either, so the garbage
-// collector scans one slice per shard, not a million small objects.
+// decision's arithmetic. The decision asks for that entry's line as soon
+// as it has the hash, before the clock and the lock (homeLine,
+// internal/prefetch), so that the wait for it overlaps them. No pointer
+// per key either, so the garbage collector scans one slice per shard, not
+// a million small objects.
 //
 // Everything here runs with mu held.
 type shard struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// first and length are the table's address and length, read without
+	// mu to prefetch a key's home entry before taking mu (homeLine). A
+	// reading taken across a grow may point into the old table, or past
+	// it: that only wastes the prefetch, which never faults.
+	first   atomic.Uintptr
+	length  atomic.Int64
 	seed    *hashSeed  // the store's
-	entries []memEntry // the table; an empty key marks a free entry
+	entries []memEntry // the table (setEntries); an empty key marks a free entry
 	hand    int32      // the next entry the clock hand looks at
 	live    int
 	max     int // keys this shard may hold
@@ -79,7 +90,22 @@ const maxLoadNum, maxLoadDen = 3, 4
 const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
-	return &shard{seed: seed, entries: make([]memEntry, 8), max: max}
+	s := &shard{seed: seed, max: max}
+	s.setEntries(make([]memEntry, 8))
+	return s
+}
+
+// setEntries makes es the table.
+func (s *shard) setEntries(es []memEntry) {
+	s.entries = es
+	s.first.Store(uintptr(unsafe.Pointer(unsafe.SliceData(es))))
+	s.length.Store(int64(len(es)))
+}
+
+// homeLine is the address of the home entry of the key of hash h, for a
+// prefetch: safe without mu, and only a hint (see first).
+func (s *shard) homeLine(h uint64) uintptr {
+	return s.first.Load() + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(memEntry{})
 }
 
 // keyHash hashes (alg, key). Its low bits choose the shard, its high 32
@@ -151,7 +177,7 @@ func (s *shard) grow() {
 	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
 		n = max(full, len(old)+1)
 	}
-	s.entries = make([]memEntry, n)
+	s.setEntries(make([]memEntry, n))
 	for i := range old {
 		if old[i].key != "" {
 			s.entries[s.free(old[i].tag)] = old[i]

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/smoothrate/ratelimit"
 )
@@ -327,7 +328,7 @@ func BenchmarkMemoryFlood(b *testing.B) {
 // whose hashes are forced into a few home positions (long probe runs,
 // equal tags, runs that wrap around the table's end), and checks every
 // lookup against a map: the backward-shift deletion and the growth must
-// never lose or misplace a key. It runs once with a table that grows
+// never lose or misplace a key, nor the prefetch its aim. It runs once with a table that grows
 // freely and once with a shard whose max keys cap its table.
 func TestShardTableAgainstMap(t *testing.T) {
 	for _, max := range []int{1 << 20, 300} {
@@ -367,6 +368,11 @@ func TestShardTableAgainstMap(t *testing.T) {
 			}
 			if sh.live != len(present) {
 				t.Fatalf("max %d, step %d: %d live, want %d", max, step, sh.live, len(present))
+			}
+			// The prefetch must aim at the key's home in the table of
+			// now, also after the table grew.
+			if got, want := sh.homeLine(h), uintptr(unsafe.Pointer(&sh.entries[home(tag(h), len(sh.entries))])); got != want {
+				t.Fatalf("max %d, step %d: homeLine(%s) = %#x, want %#x (table of %d at %p)", max, step, k, got, want, len(sh.entries), sh.entries)
 			}
 		}
 		if want := max*maxLoadDen/maxLoadNum + 1; max == 300 && len(sh.entries) != want {
