@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/smoothrate/ratelimit"
 )
@@ -130,5 +131,36 @@ func TestAllowAllConcurrentNoDeadlock(t *testing.T) {
 	}
 	if total%2 != 0 || total > 8*50 {
 		t.Errorf("%d units counted: AllowAll counts pairs, within 8 keys × 50", total)
+	}
+}
+
+// TestAllowAllAllocatesOnlyItsAnswer: with a MemoryStore, AllowAll of a
+// few checks on existing keys allocates the Decisions it returns and
+// nothing else (its bookkeeping, up to four checks, lives on the stack;
+// it made four allocations before). The sliding log is left out: its
+// checks copy the key's log.
+func TestAllowAllAllocatesOnlyItsAnswer(t *testing.T) {
+	clk := newSetClock()
+	s := NewMemoryStore(WithClock(clk))
+	ctx := context.Background()
+	ip := mustNew(t, s, GCRA, PerSecond(1_000_000))
+	route := mustNew(t, s, FixedWindow, PerSecond(1_000_000))
+	user := mustNew(t, s, TokenBucket, PerSecond(1_000_000))
+	for _, checks := range [][]Check{
+		{{ip, "1.2.3.4", 1}, {route, "/x", 1}},
+		{{ip, "1.2.3.4", 1}, {route, "/x", 1}, {user, "u", 1}, {ip, "1.2.3.4", 1}},
+	} {
+		if _, err := AllowAll(ctx, checks...); err != nil {
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			clk.Add(time.Microsecond)
+			if ds, err := AllowAll(ctx, checks...); err != nil || !ds.Allowed() {
+				t.Fatal(ds, err)
+			}
+		})
+		if allocs != 1 {
+			t.Errorf("%d checks: %v allocations per AllowAll, want 1 (the Decisions)", len(checks), allocs)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -74,6 +75,33 @@ func BenchmarkMemoryAllow(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkMemoryAllowAll: AllowAll of two checks, "per IP and per
+// route", on a MemoryStore holding 100 000 keys of each limiter, every
+// pair allowed.
+func BenchmarkMemoryAllowAll(b *testing.B) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	ip := mustNew(b, s, GCRA, dayLimit)
+	route := mustNew(b, s, FixedWindow, dayLimit)
+	routes := slices.Clone(benchKeys)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(routes), func(i, j int) { routes[i], routes[j] = routes[j], routes[i] })
+	for i := range benchKeys {
+		mustAllow(b, ip, benchKeys[i], 1)
+		mustAllow(b, route, routes[i], 1)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ds, err := AllowAll(ctx, Check{Limiter: ip, Key: benchKeys[i], N: 1}, Check{Limiter: route, Key: routes[i], N: 1})
+		if err != nil || !ds.Allowed() {
+			b.Fatal(ds, err)
+		}
+		if i++; i == len(benchKeys) {
+			i = 0
+		}
 	}
 }
 

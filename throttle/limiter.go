@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // Limiter answers "may key K do this now?" for any number of keys under one
@@ -122,7 +123,12 @@ func AllowAll(ctx context.Context, checks ...Check) (Decisions, error) {
 	if len(checks) == 0 {
 		return nil, nil
 	}
-	rs := make([]request, len(checks))
+	var buf [4]request // a few checks, the common case, stay off the heap
+	rs := buf[:0]
+	if len(checks) > len(buf) {
+		rs = make([]request, 0, len(checks))
+	}
+	rs = rs[:len(checks)]
 	var store Store
 	for i, c := range checks {
 		r, err := c.Limiter.request(c.Key, c.N)
@@ -137,7 +143,15 @@ func AllowAll(ctx context.Context, checks ...Check) (Decisions, error) {
 		rs[i] = r
 	}
 	out := make(Decisions, len(rs))
-	if err := store.decideAll(ctx, rs, out); err != nil {
+	var err error
+	if m, ok := store.(*MemoryStore); ok {
+		err = m.decideAll(ctx, rs, out)
+	} else {
+		// Through the interface rs would escape, buf with it: a copy
+		// for the other stores, whose round trip dwarfs it.
+		err = store.decideAll(ctx, slices.Clone(rs), out)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return out, nil

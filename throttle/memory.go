@@ -421,63 +421,68 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 	if err != nil {
 		return err
 	}
-	ps := make([]*pending, 0, len(rs))
-	order := make([]*pending, len(rs))
+	// A few checks ("per IP and per route") are the common case: their
+	// bookkeeping lives on the stack.
+	const few = 4
+	var psBuf [few]pending
+	var orderBuf [few]int
+	var lockedBuf [few]uint64
+	ps, order, locked := psBuf[:0], orderBuf[:0], lockedBuf[:0]
+	if len(rs) > few {
+		ps, order, locked = make([]pending, 0, len(rs)), make([]int, 0, len(rs)), make([]uint64, 0, len(rs))
+	}
 	for j := range rs {
 		k := memKey{key: rs[j].key, alg: rs[j].p.alg}
-		idx := slices.IndexFunc(ps, func(p *pending) bool { return p.k == k })
-		if idx < 0 {
-			sh, h := s.shardOf(k.alg, k.key)
-			ps = append(ps, &pending{sh: sh, h: h, k: k})
-			idx = len(ps) - 1
+		idx := 0
+		for idx < len(ps) && ps[idx].k != k {
+			idx++
 		}
-		order[j] = ps[idx]
-	}
-	locked := make([]*shard, 0, len(ps))
-	for _, p := range ps {
-		if !slices.Contains(locked, p.sh) {
-			locked = append(locked, p.sh)
+		if idx == len(ps) {
+			h := keyHash(s.seed, k.alg, k.key)
+			sh := s.shards[h&s.mask]
+			prefetch.Line(sh.homeLine(h)) // as in allow: the keys' entries load together, under the locks
+			ps = append(ps, pending{sh: sh, h: h, k: k})
+			if !slices.Contains(locked, h&s.mask) {
+				locked = append(locked, h&s.mask)
+			}
 		}
+		order = append(order, idx)
 	}
-	slices.SortFunc(locked, func(a, b *shard) int { return s.shardIndex(a) - s.shardIndex(b) })
-	for _, sh := range locked {
-		sh.mu.Lock()
+	slices.Sort(locked)
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
 	}
 	defer func() {
-		for _, sh := range locked {
-			sh.mu.Unlock()
+		for _, i := range locked {
+			s.shards[i].mu.Unlock()
 		}
 	}()
-	for _, p := range ps {
-		p.load()
+	for i := range ps {
+		ps[i].load()
 	}
 	all := true
 	for j := range rs {
-		out[j] = order[j].apply(&rs[j], now)
+		out[j] = ps[order[j]].apply(&rs[j], now)
 		all = all && out[j].Allowed
 	}
 	if all {
-		for _, p := range ps {
-			if p.written {
-				p.store(now)
+		for i := range ps {
+			if ps[i].written {
+				ps[i].store(now)
 			}
 		}
-		return nil
-	}
-	// Nothing is counted: each decision keeps its outcome and wait but
-	// reports the key's stored state.
-	for j := range rs {
-		stored := pending{sh: order[j].sh, h: order[j].h, k: order[j].k}
-		stored.load()
-		peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
-		out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
+	} else {
+		// Nothing is counted: each decision keeps its outcome and wait
+		// but reports the key's stored state.
+		for j := range rs {
+			p := &ps[order[j]]
+			stored := pending{sh: p.sh, h: p.h, k: p.k}
+			stored.load()
+			peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
+			out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
+		}
 	}
 	return nil
-}
-
-// shardIndex is sh's position, the order in which AllowAll locks shards.
-func (s *MemoryStore) shardIndex(sh *shard) int {
-	return slices.Index(s.shards, sh)
 }
 
 func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error {
