@@ -234,7 +234,7 @@ func TestDefectExpiredEntriesCounted(t *testing.T) {
 // microsecond, with waits beyond 2^31 ms.
 func TestDefectLongPeriodOverflows(t *testing.T) {
 	period := 60 * 24 * time.Hour
-	int32Millis := time.Duration(1<<31) * time.Millisecond
+	javaIntOverflow := time.Duration(1<<31) * time.Millisecond // 2^31 ms
 	forEachStore(t, func(t *testing.T, newStore func(ratelimit.Clock) Store) {
 		for _, alg := range allAlgorithms {
 			clk := newSetClock()
@@ -244,7 +244,7 @@ func TestDefectLongPeriodOverflows(t *testing.T) {
 			lim := mustNew(t, newStore(clk), alg, Limit{Count: 2, Period: period})
 			mustAllow(t, lim, "k", 2)
 			d := mustAllow(t, lim, "k", 1)
-			if d.Allowed || d.RetryAfter <= int32Millis || d.RetryAfter > 2*period {
+			if d.Allowed || d.RetryAfter <= javaIntOverflow || d.RetryAfter > 2*period {
 				t.Fatalf("%v: third of 2 per 60 days: %+v, want a wait of (2^31 ms, 120 days] (the sliding window weighs the previous window for a second period)", alg, d)
 			}
 			clk.Add(d.RetryAfter - time.Microsecond)
