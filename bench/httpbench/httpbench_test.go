@@ -1,6 +1,7 @@
 package httpbench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,7 +96,7 @@ var middlewares = []struct {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = store.Close(nil) })
+		b.Cleanup(func() { _ = store.Close(context.Background()) })
 		mw, err := sethhttplimit.NewMiddleware(store, sethhttplimit.IPKeyFunc())
 		if err != nil {
 			b.Fatal(err)
