@@ -31,10 +31,10 @@ import (
 // shard), so a store never evicts while it holds fewer than
 // min(WithMaxKeys, 1024) keys; a larger one first evicts when its fullest
 // shard fills, at 0.90 full for 2^17 keys in 128 shards
-// (TestMemoryNoEvictionBelowShardSize), later with larger shards. A key whose state has expired (it is back to its full
-// allowance anyway) is reclaimed by the inserts that follow, a couple of
-// keys per insert: there is no sweeper goroutine and no pass that holds a
-// lock over a whole shard.
+// (TestMemoryNoEvictionBelowShardSize), later with larger shards. A key
+// whose state has expired (it is back to its full allowance anyway) is
+// reclaimed by the inserts that follow, a couple of keys per insert: there
+// is no sweeper goroutine and no pass that holds a lock over a whole shard.
 //
 // A clock that steps back never creates allowance: every algorithm keeps
 // what it has counted until time passes the stored instants again, and a
@@ -438,8 +438,7 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 			idx++
 		}
 		if idx == len(ps) {
-			h := keyHash(s.seed, k.alg, k.key)
-			sh := s.shards[h&s.mask]
+			sh, h := s.shardOf(k.alg, k.key)
 			prefetch.Line(sh.homeLine(h)) // as in allow: the keys' entries load together, under the locks
 			ps = append(ps, pending{sh: sh, h: h, k: k})
 			if !slices.Contains(locked, h&s.mask) {
