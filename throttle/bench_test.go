@@ -143,7 +143,7 @@ func BenchmarkMemoryAllowParts(b *testing.B) {
 			sh.mu.Unlock()
 			b.Fatal("key not found")
 		}
-		sh.entries[i].used = true
+		sh.entries[i].meta |= metaUsed
 		sh.mu.Unlock()
 	}
 	b.Run("lookup", func(b *testing.B) {

@@ -16,6 +16,8 @@ var (
 	ErrInvalidCost = errors.New("throttle: n must not be negative")
 	// ErrEmptyKey: the key is the empty string.
 	ErrEmptyKey = errors.New("throttle: key must not be empty")
+	// ErrKeyTooLong: the key is longer than MaxKeyLen bytes.
+	ErrKeyTooLong = errors.New("throttle: key longer than MaxKeyLen")
 	// ErrInvalidOption: a store option with a bad value, or one that does
 	// not apply to that store. The store keeps the error: New and every
 	// call return it.

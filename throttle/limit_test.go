@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,6 +69,22 @@ func TestLimiterRejectsBadCalls(t *testing.T) {
 	}
 	if err := lim.Reset(ctx, ""); !errors.Is(err, ErrEmptyKey) {
 		t.Errorf("Reset empty key: %v", err)
+	}
+	// The longest key is taken, one byte more is refused (by Allow,
+	// AllowAll and Reset alike: the Redis store's check is the same code,
+	// Limiter.request).
+	long := strings.Repeat("k", MaxKeyLen)
+	if d, err := lim.Allow(ctx, long); err != nil || !d.Allowed {
+		t.Errorf("key of MaxKeyLen bytes: %+v, %v", d, err)
+	}
+	if d, err := lim.Allow(ctx, long+"k"); !errors.Is(err, ErrKeyTooLong) || d.Allowed {
+		t.Errorf("key of MaxKeyLen+1 bytes: %+v, %v", d, err)
+	}
+	if _, err := AllowAll(ctx, Check{lim, "k", 1}, Check{lim, long + "k", 1}); !errors.Is(err, ErrKeyTooLong) {
+		t.Errorf("AllowAll with a key of MaxKeyLen+1 bytes: %v", err)
+	}
+	if err := lim.Reset(ctx, long+"k"); !errors.Is(err, ErrKeyTooLong) {
+		t.Errorf("Reset a key of MaxKeyLen+1 bytes: %v", err)
 	}
 	var zero Limiter
 	if d, err := zero.Allow(ctx, "k"); !errors.Is(err, ErrNilStore) || d.Allowed {

@@ -6,6 +6,11 @@ import (
 	"slices"
 )
 
+// MaxKeyLen is the longest key, in bytes, that a Limiter takes (16 MiB − 1):
+// a MemoryStore keeps a key's length in 24 bits of its entry. Every store
+// refuses a longer key with ErrKeyTooLong, so that both decide alike.
+const MaxKeyLen = 1<<24 - 1
+
 // Limiter answers "may key K do this now?" for any number of keys under one
 // Limit and one Algorithm, keeping the keys' state in a Store. Make one
 // with New; the zero value returns ErrNilStore. A Limiter is safe for
@@ -59,9 +64,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 // changes nothing either. A request for more than Decision.Limit is
 // refused with RetryAfter = Never.
 //
-// Errors wrap ErrEmptyKey, ErrInvalidCost, ErrNilStore, ErrInvalidTime or
-// ErrStore (with the store's own error); the Decision is then the zero
-// value, which refuses.
+// Errors wrap ErrEmptyKey, ErrKeyTooLong, ErrInvalidCost, ErrNilStore,
+// ErrInvalidTime or ErrStore (with the store's own error); the Decision is
+// then the zero value, which refuses.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d Decision, err error) {
 	err = l.allow(ctx, &d, key, n) // small enough to inline: one call less
 	return d, err
@@ -84,6 +89,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes", ErrKeyTooLong, len(key))
+	}
 	return l.store.reset(ctx, l.p.alg, key)
 }
 
@@ -93,6 +101,8 @@ func (l *Limiter) request(key string, n int) (request, error) {
 		return request{}, ErrNilStore
 	case key == "":
 		return request{}, ErrEmptyKey
+	case len(key) > MaxKeyLen:
+		return request{}, fmt.Errorf("%w: %d bytes", ErrKeyTooLong, len(key))
 	case n < 0:
 		return request{}, fmt.Errorf("%w: %d", ErrInvalidCost, n)
 	}

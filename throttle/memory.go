@@ -237,7 +237,7 @@ func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 // it. Anything else, and every error, goes through the Store interface
 // (allowN).
 func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (err error) {
-	if l == nil || l.mem == nil || key == "" || n < 0 {
+	if l == nil || l.mem == nil || key == "" || len(key) > MaxKeyLen || n < 0 {
 		*d, err = l.allowN(ctx, key, n)
 		return err
 	}
@@ -252,6 +252,12 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	// must come before the entry is read, now overlap it (on x86 no load
 	// after the lock's locked instruction may start before it completes).
 	prefetch.Line(sh.homeLine(h))
+	if p.alg != GCRA && p.alg != FixedWindow {
+		// Their states are wide (packState): the rest is in ext.
+		if x := sh.homeExtLine(h); x != 0 {
+			prefetch.Line(x)
+		}
+	}
 	now, err := s.now()
 	if err != nil {
 		return err
@@ -273,8 +279,12 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 		var debt int64
 		if i != none {
 			e = &sh.entries[i]
-			if e.st.c > 0 {
-				debt = gcraDebt(p, e.st, now)
+			st := state{a: e.a, b: e.b & (1<<32 - 1), c: e.b >> 32} // shard.state, inlined
+			if e.isWide() {
+				st = state{a: e.a, b: e.b, c: sh.ext[i].c}
+			}
+			if st.c > 0 {
+				debt = gcraDebt(p, st, now)
 			}
 		}
 		if used := debt + n*p.emission; n <= p.burst && (used <= p.tau || n == 0) {
@@ -285,14 +295,18 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 				reset++
 			}
 			if e != nil {
-				e.used = true // a new key is inserted unused, as below
+				e.meta |= metaUsed // a new key is inserted unused, as below
 			}
 			if n > 0 {
 				if e == nil {
-					e = &sh.entries[sh.insert(h, memKey{key: key, alg: GCRA}, now)]
+					i = sh.insert(h, memKey{key: key, alg: GCRA}, now)
+					e = &sh.entries[i]
 				}
-				e.st = state{a: now + q, b: frac, c: p.den}
-				e.expires = now + reset
+				if p.den < 1<<32 && !e.isWide() {
+					e.a, e.b = now+q, p.den<<32|frac // setState, inlined
+				} else {
+					sh.setState(i, state{a: now + q, b: frac, c: p.den}, now+reset)
+				}
 			}
 			*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
 			sh.mu.Unlock()
@@ -304,21 +318,17 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 		sh.mu.Unlock()
 		return nil
 	}
-	var e *memEntry
 	var st state
 	if i != none {
-		e = &sh.entries[i]
-		e.used = true
-		st = e.st
+		sh.entries[i].meta |= metaUsed
+		st, _ = sh.state(i)
 	}
-	next, write := decideStateTo(d, p, st, e != nil, now, int64(n))
+	next, write := decideStateTo(d, p, st, i != none, now, int64(n))
 	if write {
-		if e == nil {
+		if i == none {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
-			e = &sh.entries[i]
 		}
-		e.st = next
-		e.expires = now + int64(d.ResetAfter/time.Microsecond)
+		sh.setState(i, next, now+int64(d.ResetAfter/time.Microsecond))
 	}
 	sh.mu.Unlock()
 	return nil
@@ -331,19 +341,21 @@ var emptyLog ring
 func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int64) Decision {
 	log := &emptyLog
 	if i != none {
-		sh.entries[i].used = true
-		log = sh.entries[i].log
+		sh.entries[i].meta |= metaUsed
+		log = sh.ext[i].log // a sliding log's entry is always wide
 	}
 	d, expired, at, write := decideSlidingLog(p, log, now, n)
 	if write {
 		if i == none {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
-			sh.entries[i].log = &ring{}
 		}
-		e := &sh.entries[i]
-		e.log.drop(expired)
-		e.log.push(at, int(n))
-		e.expires = now + int64(d.ResetAfter/time.Microsecond)
+		x := sh.extOf(i)
+		if x.log == nil {
+			x.log = &ring{}
+		}
+		x.log.drop(expired)
+		x.log.push(at, int(n))
+		x.expires = now + int64(d.ResetAfter/time.Microsecond)
 	}
 	return d
 }
@@ -365,15 +377,14 @@ type pending struct {
 func (p *pending) load() {
 	i := p.sh.lookup(p.h, p.k)
 	p.ok = i != none
-	if p.ok {
-		p.st = p.sh.entries[i].st
-	}
 	if p.k.alg == SlidingLog {
 		var src *ring
 		if p.ok {
-			src = p.sh.entries[i].log
+			src = p.sh.ext[i].log
 		}
 		p.log = src.clone()
+	} else if p.ok {
+		p.st, _ = p.sh.state(i)
 	}
 }
 
@@ -403,9 +414,13 @@ func (p *pending) store(now int64) {
 	if i == none {
 		i = p.sh.insert(p.h, p.k, now)
 	}
-	p.sh.entries[i].used = true
-	e := &p.sh.entries[i]
-	e.st, e.log, e.expires = p.st, p.log, p.expires
+	p.sh.entries[i].meta |= metaUsed
+	if p.k.alg == SlidingLog {
+		x := p.sh.extOf(i)
+		x.log, x.expires = p.log, p.expires
+		return
+	}
+	p.sh.setState(i, p.st, p.expires)
 }
 
 // decideAll decides every request as one step. The shards involved are

@@ -9,11 +9,13 @@ import (
 // TestMemoryGCRAFusedMatchesDefinition holds the MemoryStore's fused GCRA
 // path (in Limiter.allow) to the definition (decideState): random traces
 // on one key shared by limiters of different limits (so states written
-// under another denominator are read), with the clock stepping back, far
+// under another denominator are read, some of them too wide to pack into
+// the entry), with the clock stepping back, far
 // enough for a huge denominator's debt cap to bind, peeks, and requests
 // beyond the burst. Every Decision and every stored state must be the
 // definition's, to the bit.
 func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
+	wide := 0 // decisions after which the key's state was wide
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		clk := newSetClock()
@@ -21,9 +23,14 @@ func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
 		var lims []*Limiter
 		for range 1 + r.IntN(3) {
 			l := randomLimit(r, GCRA)
-			if r.IntN(4) == 0 {
+			switch r.IntN(4) {
+			case 0:
 				// den = 2^30: the debt cap is 2^21 µs, about two seconds.
 				l = Limit{Count: 1 << 30, Period: 3 * time.Microsecond, Burst: 1 + r.IntN(1<<20)}
+			case 1:
+				// den = 2^33 + 3, too wide to pack into an entry: the
+				// state goes wide and back as the limits take turns.
+				l = Limit{Count: 1<<33 + 3, Period: 2 * time.Microsecond, Burst: 1 + r.IntN(1<<20)}
 			}
 			lims = append(lims, mustNew(t, s, GCRA, l))
 		}
@@ -59,12 +66,23 @@ func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
 			}
 			sh, h := s.shardOf(GCRA, "k")
 			j := sh.lookup(h, memKey{key: "k", alg: GCRA})
-			if (j != none) != ok || ok && sh.entries[j].st != st {
-				t.Fatalf("seed %d op %d: stored %+v (found %v), want %+v (%v)", seed, i, sh.entries[max(j, 0)].st, j != none, st, ok)
+			var stored state
+			var expires int64
+			if j != none {
+				stored, expires = sh.state(j)
+				if sh.entries[j].isWide() {
+					wide++
+				}
 			}
-			if write && sh.entries[j].expires != now+int64(want.ResetAfter/time.Microsecond) {
-				t.Fatalf("seed %d op %d: expires at %d, want now %d + ResetAfter %v", seed, i, sh.entries[j].expires, now, want.ResetAfter)
+			if (j != none) != ok || ok && stored != st {
+				t.Fatalf("seed %d op %d: stored %+v (found %v), want %+v (%v)", seed, i, stored, j != none, st, ok)
+			}
+			if write && expires != now+int64(want.ResetAfter/time.Microsecond) {
+				t.Fatalf("seed %d op %d: expires at %d, want now %d + ResetAfter %v", seed, i, expires, now, want.ResetAfter)
 			}
 		}
+	}
+	if wide == 0 {
+		t.Fatal("no state was ever wide: the wide path went untested")
 	}
 }

@@ -13,35 +13,56 @@ import (
 // The layout is for the decision on an existing key, which must be fast
 // when keys are many and scattered (100 000 live keys do not fit in a CPU
 // cache, nor their pages in its TLB): one hash of the key, which also chose
-// the shard, and one 64-byte entry, found at the key's home position or a
-// few entries after it (linear probing: the next entries are the next cache
-// lines of the same page). The table holds the entries themselves, not an
+// the shard, and one 32-byte entry, found at the key's home position or a
+// few entries after it (linear probing: the next entries are on the same or
+// the next cache line). The table holds the entries themselves, not an
 // index of them, because every extra indirection is one more random memory
 // reference per decision, and at this size each costs more than the
 // decision's arithmetic. The decision asks for that entry's line as soon
 // as it has the hash, before the clock and the lock (homeLine,
-// internal/prefetch), so that the wait for it overlaps them. No pointer
-// per key either, so the garbage collector scans one slice per shard, not
-// a million small objects.
+// internal/prefetch), so that the wait for it overlaps them.
+//
+// An entry is half a cache line, not a whole one, because the wait for it
+// is most of a decision, and the smaller the table the more of it the
+// processor's caches hold. A GCRA or fixed-window state fits in the entry
+// (packState). The other algorithms' states (three words and an expiry, or
+// a sliding log) keep their first two words in the entry and the rest in
+// ext, an array parallel to the table that a shard allocates only when it
+// first holds such a state: ext[i] belongs to entries[i], at an address
+// known from the hash as well, so its line is prefetched with the entry's
+// and the two waits overlap. No pointer per key (but the key's own bytes
+// and a sliding log's ring), so the garbage collector scans two slices per
+// shard, not a million small objects.
 //
 // Everything here runs with mu held.
 type shard struct {
-	mu sync.Mutex
-	// first and length are the table's address and length, read without
-	// mu to prefetch a key's home entry before taking mu (homeLine). A
-	// reading taken across a grow may point into the old table, or past
-	// it: that only wastes the prefetch, which never faults.
-	first   atomic.Uintptr
-	length  atomic.Int64
-	seed    *hashSeed  // the store's
-	entries []memEntry // the table (setEntries); an empty key marks a free entry
-	hand    int32      // the next entry the clock hand looks at
-	live    int
-	max     int // keys this shard may hold
+	// The first two cache lines are read by every decision and written
+	// only when the table grows; mu and the counters, written by every
+	// decision or insert, are on lines of their own, so that a decision
+	// finds its shard's table (and asks for its entry's line) without
+	// waiting for the line of a lock that another processor took last.
+
+	// first, length and extFirst are the addresses of the table and of
+	// ext (0: none) and the table's length, read without mu to prefetch
+	// a key's home entry before taking mu (homeLine). A reading taken
+	// across a grow may point into the old arrays, or past them: that
+	// only wastes the prefetch, which never faults.
+	first    atomic.Uintptr
+	extFirst atomic.Uintptr
+	length   atomic.Int64
+	seed     *hashSeed  // the store's
+	entries  []memEntry // the table (setEntries); a nil key marks a free entry
+	ext      []extState // nil, or as long as entries: the rest of wide states
+	_        [128 - 80]byte
+
+	mu   sync.Mutex
+	hand int32 // the next entry the clock hand looks at
+	live int
+	max  int // keys this shard may hold
 
 	evictions, expired uint64
 
-	_ [64]byte // keep neighbouring shards' locks off one cache line
+	_ [128 - 48]byte // the next shard's first line is not this one's last
 }
 
 const none int32 = -1
@@ -52,24 +73,138 @@ type memKey struct {
 	alg Algorithm
 }
 
-// memEntry is one key's state, 64 bytes: one cache line (a table of at
-// least 32 KiB is page-aligned, so entries do not straddle lines). An empty
-// key marks a free entry: keys are never empty (ErrEmptyKey). tag is the
-// high half of the key's hash: scaled to the table's length it is the
-// key's home position, so the table can grow and delete without hashing
-// keys again, and comparing it first spares most key comparisons. expires is the time (µs)
-// from which the state is indistinguishable from an absent key (the key
-// is back to its full allowance): then it may be reclaimed. used is set by
-// every decision and cleared by the clock hand: a key used since the hand
-// last passed it gets a second chance before eviction.
+// memEntry is one key, 32 bytes: two to a cache line (a table of at least
+// 32 KiB is page-aligned, and a smaller one is a multiple of 32 bytes long,
+// so entries do not straddle lines).
+//
+// key points to the key's bytes (the caller's string, kept alive by the
+// pointer); nil marks a free entry, since keys are never empty (ErrEmptyKey).
+// meta holds the rest of the key's identity and two flags:
+//
+//	bits 32–63  tag: the high half of the key's hash. Scaled to the
+//	            table's length it is the key's home position, so the table
+//	            can grow and delete without hashing keys again.
+//	bits 8–31   the key's length (MaxKeyLen)
+//	bits 4–7    the algorithm
+//	bit 1       wide: the state continues in the shard's ext
+//	bit 0       used: set by every decision and cleared by the clock hand,
+//	            so that a key used since the hand last passed it gets a
+//	            second chance before eviction
+//
+// so that one comparison of meta (flags masked) checks tag, length and
+// algorithm, and only a key that passes it has its bytes compared. a and b
+// hold the state: packed (packState), or a wide state's a and b.
 type memEntry struct {
-	key     string
-	st      state
-	expires int64
-	log     *ring // SlidingLog only
-	tag     uint32
-	alg     Algorithm
-	used    bool
+	key  unsafe.Pointer
+	meta uint64
+	a, b int64
+}
+
+const (
+	metaUsed  = 1 << 0
+	metaWide  = 1 << 1
+	metaFlags = 0xf // the bits that are not identity: used, wide and two spare
+)
+
+// identity is the meta of key k of hash h, without flags.
+func identity(h uint64, k memKey) uint64 {
+	return h&^(1<<32-1) | uint64(len(k.key))<<8 | uint64(k.alg)<<4
+}
+
+func (e *memEntry) tag() uint32    { return uint32(e.meta >> 32) }
+func (e *memEntry) alg() Algorithm { return Algorithm(e.meta >> 4 & 0xf) }
+func (e *memEntry) isWide() bool   { return e.meta&metaWide != 0 }
+
+// keyString is the entry's key.
+func (e *memEntry) keyString() string {
+	return unsafe.String((*byte)(e.key), int(e.meta>>8&MaxKeyLen))
+}
+
+// extState is the rest of a wide state, one that does not fit in its
+// entry: the token and leaky buckets' and the sliding window's third word
+// (c), a GCRA state's too when its denominator needs more than 32 bits, and
+// the sliding log's ring; and, since only a packed state's follows from
+// the state itself, the expiry: the time (µs) from which the state is
+// indistinguishable from an absent key (the key is back to its full
+// allowance), when the key may be reclaimed.
+type extState struct {
+	c, expires int64
+	log        *ring // SlidingLog only
+}
+
+// packState returns the entry words (a, b) of st, a state of alg, and
+// whether it fits in them: a GCRA state whose denominator is below 2^32
+// (TAT; the denominator and the fraction, which is less than it, in the
+// high and low halves of b), and a fixed window's (end, count). Their
+// expiry follows from the state (shard.state), so that such a key needs
+// nothing in ext.
+func packState(alg Algorithm, st state) (a, b int64, ok bool) {
+	switch alg {
+	case GCRA:
+		if st.c > 0 && st.c < 1<<32 && st.b >= 0 && st.b < st.c {
+			return st.a, st.c<<32 | st.b, true
+		}
+	case FixedWindow:
+		if st.c == 0 {
+			return st.a, st.b, true
+		}
+	}
+	return 0, 0, false
+}
+
+// state returns the state of the live entry at i and when it expires.
+func (s *shard) state(i int32) (state, int64) {
+	e := &s.entries[i]
+	if e.isWide() {
+		x := &s.ext[i]
+		return state{a: e.a, b: e.b, c: x.c}, x.expires
+	}
+	if e.alg() == GCRA {
+		// TAT, rounded up to the next whole µs: the time at which the
+		// debt is 0 (decideGCRA's ResetAfter).
+		st := state{a: e.a, b: e.b & (1<<32 - 1), c: e.b >> 32}
+		if st.b != 0 {
+			return st, st.a + 1
+		}
+		return st, st.a
+	}
+	// A fixed window's count is 0 at its end (decideFixedWindow).
+	return state{a: e.a, b: e.b}, e.a
+}
+
+// expiry is when the state of the live entry at i expires.
+func (s *shard) expiry(i int32) int64 {
+	_, exp := s.state(i)
+	return exp
+}
+
+// setState makes st, expiring at expires, the state of the live entry at
+// i: packed into the entry when it fits (packState: expires then follows
+// from st), wide otherwise.
+func (s *shard) setState(i int32, st state, expires int64) {
+	e := &s.entries[i]
+	if a, b, ok := packState(e.alg(), st); ok {
+		if e.isWide() {
+			s.ext[i] = extState{}
+			e.meta &^= metaWide
+		}
+		e.a, e.b = a, b
+		return
+	}
+	x := s.extOf(i)
+	e.a, e.b = st.a, st.b
+	x.c, x.expires = st.c, expires
+}
+
+// extOf returns the ext of the live entry at i, making the entry wide (and
+// allocating ext, the first time).
+func (s *shard) extOf(i int32) *extState {
+	if s.ext == nil {
+		s.ext = make([]extState, len(s.entries))
+		s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(s.ext))))
+	}
+	s.entries[i].meta |= metaWide
+	return &s.ext[i]
 }
 
 // maxLoad is the fraction of a table's entries that may be in use before
@@ -79,8 +214,8 @@ type memEntry struct {
 // A table grows by half until it is as large as its shard's max keys need
 // at that load, and no larger: its length need not be a power of two (a
 // key's home is its tag scaled to the length, not masked), so a full
-// store costs 64 / maxLoad bytes per key, and a growing one is at least
-// half full (a doubling table sinks to three eighths: more pages for the
+// store costs 32 / maxLoad bytes per key (56 / maxLoad in a shard with an
+// ext), and a growing one is at least half full (a doubling table sinks to three eighths: more pages for the
 // same keys, each one more entry for the processor's TLB to miss).
 const maxLoadNum, maxLoadDen = 3, 4
 
@@ -91,14 +226,15 @@ const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
 	s := &shard{seed: seed, max: max}
-	s.setEntries(make([]memEntry, 8))
+	s.setEntries(make([]memEntry, 8), nil)
 	return s
 }
 
-// setEntries makes es the table.
-func (s *shard) setEntries(es []memEntry) {
-	s.entries = es
+// setEntries makes es the table, and ext, if not nil, its ext.
+func (s *shard) setEntries(es []memEntry, ext []extState) {
+	s.entries, s.ext = es, ext
 	s.first.Store(uintptr(unsafe.Pointer(unsafe.SliceData(es))))
+	s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(ext))))
 	s.length.Store(int64(len(es)))
 }
 
@@ -106,6 +242,15 @@ func (s *shard) setEntries(es []memEntry) {
 // prefetch: safe without mu, and only a hint (see first).
 func (s *shard) homeLine(h uint64) uintptr {
 	return s.first.Load() + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(memEntry{})
+}
+
+// homeExtLine is homeLine's counterpart in ext, or 0 when the shard has
+// none.
+func (s *shard) homeExtLine(h uint64) uintptr {
+	if x := s.extFirst.Load(); x != 0 {
+		return x + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(extState{})
+	}
+	return 0
 }
 
 // keyHash hashes (alg, key). Its low bits choose the shard, its high 32
@@ -125,16 +270,16 @@ func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 // written to stay within the compiler's inlining budget: inlined into
 // allow, it saves a call and the registers spilled around it.
 func (s *shard) lookup(h uint64, k memKey) int32 {
-	t := uint32(h >> 32)
-	for pos := home(t, len(s.entries)); ; pos++ {
+	id := identity(h, k)
+	for pos := home(uint32(h>>32), len(s.entries)); ; pos++ {
 		if pos == len(s.entries) {
 			pos = 0
 		}
 		e := &s.entries[pos]
-		if e.tag == t && e.key == k.key && e.alg == k.alg {
+		if e.meta&^metaFlags == id && unsafe.String((*byte)(e.key), len(k.key)) == k.key {
 			return int32(pos)
 		}
-		if e.key == "" {
+		if e.key == nil {
 			return none
 		}
 	}
@@ -153,7 +298,7 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 		s.grow()
 	}
 	pos := s.free(tag(h))
-	s.entries[pos] = memEntry{key: k.key, alg: k.alg, tag: tag(h)}
+	s.entries[pos] = memEntry{key: unsafe.Pointer(unsafe.StringData(k.key)), meta: identity(h, k)}
 	s.live++
 	return int32(pos)
 }
@@ -161,7 +306,7 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 // free returns the first free entry from tag t's home on.
 func (s *shard) free(t uint32) int {
 	pos := home(t, len(s.entries))
-	for s.entries[pos].key != "" {
+	for s.entries[pos].key != nil {
 		if pos++; pos == len(s.entries) {
 			pos = 0
 		}
@@ -172,22 +317,31 @@ func (s *shard) free(t uint32) int {
 // grow makes the table half as long again, or as large as the shard's
 // max keys need at maxLoad if that is less.
 func (s *shard) grow() {
-	old := s.entries
+	old, oldExt := s.entries, s.ext
 	n := len(old) + len(old)/2
 	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
 		n = max(full, len(old)+1)
 	}
-	s.setEntries(make([]memEntry, n))
+	var ext []extState
+	if oldExt != nil {
+		ext = make([]extState, n)
+	}
+	s.setEntries(make([]memEntry, n), ext)
 	for i := range old {
-		if old[i].key != "" {
-			s.entries[s.free(old[i].tag)] = old[i]
+		if old[i].key != nil {
+			j := s.free(old[i].tag())
+			s.entries[j] = old[i]
+			if old[i].isWide() {
+				s.ext[j] = oldExt[i]
+			}
 		}
 	}
 	s.hand = 0
 }
 
-// remove forgets the key at position i (live). A sliding log's ring is
-// dropped with it. Entries after i may move back into the hole.
+// remove forgets the key at position i (live), with its ext if it has one
+// (a sliding log's ring with it). Entries after i may move back into the
+// hole, their ext with them.
 func (s *shard) remove(i int32) {
 	n := len(s.entries)
 	// dist is how far ahead of from, wrapping, to is.
@@ -207,13 +361,19 @@ func (s *shard) remove(i int32) {
 	// Backward-shift deletion: pull later entries of the probe run into
 	// the hole when the hole lies between their home and where they are,
 	// so lookups never need tombstones.
-	for j := next(pos); s.entries[j].key != ""; j = next(j) {
-		if dist(home(s.entries[j].tag, n), j) >= dist(pos, j) {
+	for j := next(pos); s.entries[j].key != nil; j = next(j) {
+		if dist(home(s.entries[j].tag(), n), j) >= dist(pos, j) {
 			s.entries[pos] = s.entries[j]
+			if s.ext != nil {
+				s.ext[pos] = s.ext[j]
+			}
 			pos = j
 		}
 	}
 	s.entries[pos] = memEntry{}
+	if s.ext != nil {
+		s.ext[pos] = extState{}
+	}
 	s.live--
 }
 
@@ -232,11 +392,11 @@ func (s *shard) reclaim(now int64) {
 			s.hand = 0
 		}
 		e := &s.entries[s.hand]
-		if e.key == "" {
+		if e.key == nil {
 			s.hand++
 			continue
 		}
-		if keys++; e.expires <= now {
+		if keys++; s.expiry(s.hand) <= now {
 			s.remove(s.hand)
 			s.expired++ // the hole may have been filled: the hand stays
 		} else {
@@ -260,17 +420,17 @@ func (s *shard) evict(now int64) {
 		}
 		e := &s.entries[s.hand]
 		switch {
-		case e.key == "":
-		case e.expires <= now:
+		case e.key == nil:
+		case s.expiry(s.hand) <= now:
 			s.remove(s.hand)
 			s.expired++
 			return
-		case !e.used:
+		case e.meta&metaUsed == 0:
 			s.remove(s.hand)
 			s.evictions++
 			return
 		default:
-			e.used = false
+			e.meta &^= metaUsed
 		}
 		s.hand++
 	}

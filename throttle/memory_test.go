@@ -336,6 +336,7 @@ func TestShardTableAgainstMap(t *testing.T) {
 		sh := newShard(testSeed(), max)
 		hashes := map[string]uint64{}
 		present := map[string]bool{}
+		states := map[string]state{}
 		for step := range 20_000 {
 			k := strconv.Itoa(r.IntN(300))
 			h, ok := hashes[k]
@@ -350,8 +351,13 @@ func TestShardTableAgainstMap(t *testing.T) {
 			}
 			mk := memKey{key: k, alg: GCRA}
 			got := sh.lookup(h, mk)
-			if (got != none) != present[k] || got != none && sh.entries[got].key != k {
+			if (got != none) != present[k] || got != none && sh.entries[got].keyString() != k {
 				t.Fatalf("max %d, step %d: lookup(%s) = %d, present %v", max, step, k, got, present[k])
+			}
+			if got != none {
+				if st, _ := sh.state(got); st != states[k] {
+					t.Fatalf("max %d, step %d: %s holds %+v, want %+v", max, step, k, st, states[k])
+				}
 			}
 			// A present key is removed one time in four: about 240 of
 			// the 300 keys live, enough to grow the capped table to its
@@ -361,9 +367,18 @@ func TestShardTableAgainstMap(t *testing.T) {
 				delete(present, k)
 			} else if !present[k] {
 				i := sh.insert(h, mk, -1) // now = -1: nothing has expired
-				if sh.entries[i].key != k {
-					t.Fatalf("max %d, step %d: insert(%s) returned %d, holding %q", max, step, k, i, sh.entries[i].key)
+				if sh.entries[i].keyString() != k {
+					t.Fatalf("max %d, step %d: insert(%s) returned %d, holding %q", max, step, k, i, sh.entries[i].keyString())
 				}
+				st := state{}
+				if step > 60 && r.IntN(2) == 0 {
+					// Wide states (a denominator above 2^32) once the
+					// table has grown some, so that ext is made
+					// mid-way and then moves and grows with the table.
+					st = state{a: int64(step), b: 7, c: 1<<32 + int64(step)}
+					sh.setState(i, st, int64(step))
+				}
+				states[k] = st
 				present[k] = true
 			}
 			if sh.live != len(present) {
@@ -374,7 +389,18 @@ func TestShardTableAgainstMap(t *testing.T) {
 			if got, want := sh.homeLine(h), uintptr(unsafe.Pointer(&sh.entries[home(tag(h), len(sh.entries))])); got != want {
 				t.Fatalf("max %d, step %d: homeLine(%s) = %#x, want %#x (table of %d at %p)", max, step, k, got, want, len(sh.entries), sh.entries)
 			}
+			want := uintptr(0)
+			if sh.ext != nil {
+				want = uintptr(unsafe.Pointer(&sh.ext[home(tag(h), len(sh.entries))]))
+			}
+			if got := sh.homeExtLine(h); got != want {
+				t.Fatalf("max %d, step %d: homeExtLine(%s) = %#x, want %#x", max, step, k, got, want)
+			}
 		}
+		if sh.ext == nil {
+			t.Errorf("max %d: no ext was made", max)
+		}
+		checkShard(t, 0, sh, func(e *memEntry) uint64 { return hashes[e.keyString()] })
 		if want := max*maxLoadDen/maxLoadNum + 1; max == 300 && len(sh.entries) != want {
 			t.Errorf("max %d: table of %d entries, want %d (what max keys need at maxLoad)", max, len(sh.entries), want)
 		}
@@ -408,7 +434,7 @@ func checkShards(t *testing.T, s *MemoryStore) {
 	t.Helper()
 	for n, sh := range s.shards {
 		sh.mu.Lock()
-		checkShard(t, n, sh, func(e *memEntry) uint64 { return keyHash(sh.seed, e.alg, e.key) })
+		checkShard(t, n, sh, func(e *memEntry) uint64 { return keyHash(sh.seed, e.alg(), e.keyString()) })
 		sh.mu.Unlock()
 	}
 }
@@ -417,25 +443,36 @@ func checkShards(t *testing.T, s *MemoryStore) {
 // live counts the entries in use, each is found by lookup at its own
 // position with its hash's tag and no free entry between its home and it,
 // the table is no fuller than maxLoad, and the shard holds no more than
-// its share.
+// its share. A free entry and the ext of an entry that is not wide are
+// zero (so that nothing stale is read, nor a ring kept alive).
 func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) {
 	tb.Helper()
 	inUse := 0
 	for i := range sh.entries {
 		e := &sh.entries[i]
-		if e.key == "" {
+		if e.key == nil {
+			if *e != (memEntry{}) || sh.ext != nil && sh.ext[i] != (extState{}) {
+				tb.Errorf("shard %d: free entry %d not cleared: %+v", n, i, *e)
+			}
 			continue
 		}
 		inUse++
 		h := hashOf(e)
-		if got := sh.lookup(h, memKey{key: e.key, alg: e.alg}); got != int32(i) || e.tag != tag(h) {
-			tb.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, e.key, e.tag, got)
+		k := e.keyString()
+		if got := sh.lookup(h, memKey{key: k, alg: e.alg()}); got != int32(i) || e.tag() != tag(h) {
+			tb.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, k, e.tag(), got)
 		}
 		for j := home(tag(h), len(sh.entries)); j != i; j = (j + 1) % len(sh.entries) {
-			if sh.entries[j].key == "" {
-				tb.Errorf("shard %d: entry %d (%q): free entry %d in its probe run", n, i, e.key, j)
+			if sh.entries[j].key == nil {
+				tb.Errorf("shard %d: entry %d (%q): free entry %d in its probe run", n, i, k, j)
 				break
 			}
+		}
+		if !e.isWide() && sh.ext != nil && sh.ext[i] != (extState{}) {
+			tb.Errorf("shard %d: entry %d (%q) is not wide but has ext %+v", n, i, k, sh.ext[i])
+		}
+		if e.isWide() && len(sh.ext) != len(sh.entries) {
+			tb.Errorf("shard %d: entry %d (%q) is wide, ext of %d for a table of %d", n, i, k, len(sh.ext), len(sh.entries))
 		}
 	}
 	if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
@@ -462,7 +499,7 @@ func FuzzShardTable(f *testing.F) {
 			}
 			return uint64(i%16) << 60
 		}
-		check := func(e *memEntry) uint64 { return hashOf(e.key) }
+		check := func(e *memEntry) uint64 { return hashOf(e.keyString()) }
 		held := map[string]bool{}
 		for ; len(ops) >= 4; ops = ops[4:] {
 			what, k, at, ttl := ops[0]%4, strconv.Itoa(int(ops[1]%64)), int64(ops[2]), int64(ops[3])
@@ -475,16 +512,27 @@ func FuzzShardTable(f *testing.F) {
 			switch {
 			case what == 0 && i == none:
 				i = sh.insert(h, memKey{key: k, alg: GCRA}, at)
-				if sh.entries[i].key != k {
-					t.Fatalf("insert(%s) returned %d, holding %q", k, i, sh.entries[i].key)
+				if sh.entries[i].keyString() != k {
+					t.Fatalf("insert(%s) returned %d, holding %q", k, i, sh.entries[i].keyString())
 				}
-				sh.entries[i].expires = at + ttl
+				// A GCRA state whose TAT is its expiry: packed in the
+				// entry, or, for an odd ttl, wide (a denominator of
+				// 2^32), so that every path that moves or removes keys
+				// moves and clears ext too.
+				st := state{a: at + ttl, c: 1}
+				if ttl%2 == 1 {
+					st.c = 1 << 32
+				}
+				sh.setState(i, st, at+ttl)
+				if sh.entries[i].isWide() != (ttl%2 == 1) || sh.expiry(i) != at+ttl {
+					t.Fatalf("setState(%+v): wide %v, expires %d", st, sh.entries[i].isWide(), sh.expiry(i))
+				}
 				held[k] = true
 			case what == 1 && i != none:
 				sh.remove(i)
 				delete(held, k)
 			case what == 2 && i != none:
-				sh.entries[i].used = true
+				sh.entries[i].meta |= metaUsed
 			}
 			checkShard(t, 0, sh, check)
 			lost := 0
@@ -555,4 +603,17 @@ func TestMemoryChurnKeepsInvariants(t *testing.T) {
 func testSeed() *hashSeed {
 	s := newHashSeed()
 	return &s
+}
+
+// TestShardLayout: the fields a decision reads before it locks (the
+// table's address and length) share no cache line with the lock and the
+// counters that decisions write, and a shard is a whole number of lines
+// (its size class then aligns it), so that neighbouring shards share none
+// either.
+func TestShardLayout(t *testing.T) {
+	var s shard
+	readEnd := unsafe.Offsetof(s.ext) + unsafe.Sizeof(s.ext)
+	if mu := unsafe.Offsetof(s.mu); mu%64 != 0 || mu < readEnd || unsafe.Sizeof(s)%64 != 0 {
+		t.Fatalf("read-mostly fields end at %d, mu at %d, shard of %d bytes", readEnd, mu, unsafe.Sizeof(s))
+	}
 }
