@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/prefetch"
@@ -252,6 +253,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	// must come before the entry is read, now overlap it (on x86 no load
 	// after the lock's locked instruction may start before it completes).
 	prefetch.Line(sh.homeLine(h))
+	prefetch.LineForWrite(uintptr(unsafe.Pointer(&sh.mu)))
 	if p.alg != GCRA && p.alg != FixedWindow {
 		// Their states are wide (packState): the rest is in ext.
 		if x := sh.homeExtLine(h); x != 0 {

@@ -7,3 +7,11 @@ package prefetch
 //
 //go:noescape
 func Line(addr uintptr)
+
+// LineForWrite is Line for a line the caller is about to write: it asks
+// for the line in the state that allows a write (on x86 PREFETCHW), so
+// that a line another processor wrote last moves here once, not once to
+// be read and again to be written.
+//
+//go:noescape
+func LineForWrite(addr uintptr)
