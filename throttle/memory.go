@@ -254,7 +254,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	// after the lock's locked instruction may start before it completes).
 	prefetch.Line(sh.homeLine(h))
 	prefetch.LineForWrite(uintptr(unsafe.Pointer(&sh.mu)))
-	if p.alg != GCRA && p.alg != FixedWindow {
+	if p.alg == TokenBucket || p.alg == LeakyBucket || p.alg == SlidingLog {
 		// Their states are wide (packState): the rest is in ext.
 		if x := sh.homeExtLine(h); x != 0 {
 			prefetch.Line(x)

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -24,13 +25,13 @@ import (
 //
 // An entry is half a cache line, not a whole one, because the wait for it
 // is most of a decision, and the smaller the table the more of it the
-// processor's caches hold. A GCRA or fixed-window state fits in the entry
-// (packState). The other algorithms' states (three words and an expiry, or
-// a sliding log) keep their first two words in the entry and the rest in
-// ext, an array parallel to the table that a shard allocates only when it
-// first holds such a state: ext[i] belongs to entries[i], at an address
-// known from the hash as well, so its line is prefetched with the entry's
-// and the two waits overlap. No pointer per key (but the key's own bytes
+// processor's caches hold. A GCRA, fixed-window or sliding-window state
+// fits in the entry (packState). The buckets' states (three words and an
+// expiry), a sliding log and the rare state too large to pack keep their
+// first two words in the entry and the rest in ext, an array parallel to
+// the table that a shard allocates only when it first holds such a state:
+// ext[i] belongs to entries[i], at an address known from the hash as well,
+// so its line is prefetched with the entry's and the two waits overlap. No pointer per key (but the key's own bytes
 // and a sliding log's ring), so the garbage collector scans two slices per
 // shard, not a million small objects.
 //
@@ -121,10 +122,10 @@ func (e *memEntry) keyString() string {
 }
 
 // extState is the rest of a wide state, one that does not fit in its
-// entry: the token and leaky buckets' and the sliding window's third word
-// (c), a GCRA state's too when its denominator needs more than 32 bits, and
-// the sliding log's ring; and, since only a packed state's follows from
-// the state itself, the expiry: the time (µs) from which the state is
+// entry: the token and leaky buckets' third word (c), a GCRA or sliding
+// window state's when its numbers are too large to pack, and the sliding
+// log's ring; and, since only a packed state's is known from the state
+// itself, the expiry: the time (µs) from which the state is
 // indistinguishable from an absent key (the key is back to its full
 // allowance), when the key may be reclaimed.
 type extState struct {
@@ -132,13 +133,24 @@ type extState struct {
 	log        *ring // SlidingLog only
 }
 
-// packState returns the entry words (a, b) of st, a state of alg, and
-// whether it fits in them: a GCRA state whose denominator is below 2^32
-// (TAT; the denominator and the fraction, which is less than it, in the
-// high and low halves of b), and a fixed window's (end, count). Their
-// expiry follows from the state (shard.state), so that such a key needs
-// nothing in ext.
-func packState(alg Algorithm, st state) (a, b int64, ok bool) {
+// packState returns the entry words (a, b) of st, a state of alg that
+// expires at expires, and whether it fits in them:
+//
+//   - GCRA, when its denominator is below 2^32: a = TAT, b = the
+//     denominator and the fraction (less than it) in b's high and low
+//     halves. The expiry follows from the state: TAT, rounded up to a
+//     whole µs.
+//   - FixedWindow: a = the window's end, b = its count. It expires at its
+//     end.
+//   - SlidingWindow, when both counts are below 2^24: a = the window's end,
+//     b = the previous and current counts in bits 0–23 and 24–47, and in
+//     bits 48–63 the time from the end to the expiry (the period it was
+//     written under), rounded up to ten significant bits (periodCode): the
+//     expiry read back is at most a thousandth of a period late, never
+//     early, so a key is never reclaimed before it is full again.
+//
+// So such a key needs nothing in ext.
+func packState(alg Algorithm, st state, expires int64) (a, b int64, ok bool) {
 	switch alg {
 	case GCRA:
 		if st.c > 0 && st.c < 1<<32 && st.b >= 0 && st.b < st.c {
@@ -148,9 +160,32 @@ func packState(alg Algorithm, st state) (a, b int64, ok bool) {
 		if st.c == 0 {
 			return st.a, st.b, true
 		}
+	case SlidingWindow:
+		if uint64(st.b) < 1<<24 && uint64(st.c) < 1<<24 {
+			if code, ok := periodCode(expires - st.a); ok {
+				return st.a, int64(uint64(st.b) | uint64(st.c)<<24 | code<<48), true
+			}
+		}
 	}
 	return 0, 0, false
 }
+
+// periodCode encodes d > 0 µs as the least m·2^e ≥ d with m < 2^10: e in
+// the code's bits 10–15, m in bits 0–9 (periodOf decodes it).
+func periodCode(d int64) (uint64, bool) {
+	if d <= 0 {
+		return 0, false
+	}
+	e := uint64(max(0, bits.Len64(uint64(d))-10))
+	m := (uint64(d) + 1<<e - 1) >> e
+	if m == 1<<10 { // rounded up past ten bits: 2^10·2^e = 2^9·2^(e+1)
+		m, e = 1<<9, e+1
+	}
+	return e<<10 | m, true
+}
+
+// periodOf decodes periodCode.
+func periodOf(code uint64) int64 { return int64(code&(1<<10-1)) << (code >> 10) }
 
 // state returns the state of the live entry at i and when it expires.
 func (s *shard) state(i int32) (state, int64) {
@@ -159,7 +194,8 @@ func (s *shard) state(i int32) (state, int64) {
 		x := &s.ext[i]
 		return state{a: e.a, b: e.b, c: x.c}, x.expires
 	}
-	if e.alg() == GCRA {
+	switch e.alg() {
+	case GCRA:
 		// TAT, rounded up to the next whole µs: the time at which the
 		// debt is 0 (decideGCRA's ResetAfter).
 		st := state{a: e.a, b: e.b & (1<<32 - 1), c: e.b >> 32}
@@ -167,6 +203,9 @@ func (s *shard) state(i int32) (state, int64) {
 			return st, st.a + 1
 		}
 		return st, st.a
+	case SlidingWindow:
+		b := uint64(e.b)
+		return state{a: e.a, b: int64(b & (1<<24 - 1)), c: int64(b >> 24 & (1<<24 - 1))}, e.a + periodOf(b>>48)
 	}
 	// A fixed window's count is 0 at its end (decideFixedWindow).
 	return state{a: e.a, b: e.b}, e.a
@@ -183,7 +222,7 @@ func (s *shard) expiry(i int32) int64 {
 // from st), wide otherwise.
 func (s *shard) setState(i int32, st state, expires int64) {
 	e := &s.entries[i]
-	if a, b, ok := packState(e.alg(), st); ok {
+	if a, b, ok := packState(e.alg(), st, expires); ok {
 		if e.isWide() {
 			s.ext[i] = extState{}
 			e.meta &^= metaWide

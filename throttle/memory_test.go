@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -615,5 +616,106 @@ func TestShardLayout(t *testing.T) {
 	readEnd := unsafe.Offsetof(s.ext) + unsafe.Sizeof(s.ext)
 	if mu := unsafe.Offsetof(s.mu); mu%64 != 0 || mu < readEnd || unsafe.Sizeof(s)%64 != 0 {
 		t.Fatalf("read-mostly fields end at %d, mu at %d, shard of %d bytes", readEnd, mu, unsafe.Sizeof(s))
+	}
+}
+
+// TestPeriodCode: the sliding window's packed period is never below the
+// true one (a key is never reclaimed before it is full again), at most
+// 2^-9 of it above, and exact where ten significant bits hold it.
+func TestPeriodCode(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ds := []int64{1, 2, 1023, 1024, 1025, 2047, 2048, 1_000_000, 60_000_000, 3_600_000_000, 86_400_000_000, maxMicros - 1}
+	for range 10_000 {
+		ds = append(ds, 1+r.Int64N(int64(1)<<(1+r.IntN(52))))
+	}
+	for _, d := range ds {
+		code, ok := periodCode(d)
+		got := periodOf(code)
+		if !ok || code >= 1<<16 || got < d || got-d > d>>9 {
+			t.Fatalf("periodCode(%d) = %#x (%v): decodes to %d", d, code, ok, got)
+		}
+		if exact := d>>max(0, bits.Len64(uint64(d))-10)<<max(0, bits.Len64(uint64(d))-10) == d; exact && got != d {
+			t.Fatalf("periodCode(%d) decodes to %d, not exact", d, got)
+		}
+	}
+	for _, d := range []int64{0, -1} {
+		if _, ok := periodCode(d); ok {
+			t.Fatalf("periodCode(%d) accepted", d)
+		}
+	}
+}
+
+// TestMemoryStatesPackOrGoWide holds the MemoryStore to the definition
+// (decideState) on limits whose numbers do not all fit in an entry: a
+// sliding window of 2^25 per second (its counts pass 2^24), a GCRA limit
+// whose denominator passes 2^32, and the buckets (always wide), sharing
+// one key with small limits, so that its state is packed and unpacked,
+// goes wide and comes back. Every Decision and every stored state must be
+// the definition's, and the expiry read back never earlier than the one
+// the decision gave (and, packed, no later than a thousandth of the
+// period after it).
+func TestMemoryStatesPackOrGoWide(t *testing.T) {
+	limits := map[Algorithm][]Limit{
+		SlidingWindow: {{Count: 1 << 25, Period: time.Second}, {Count: 10, Period: time.Minute}, {Count: 1000, Period: 7 * time.Millisecond}},
+		GCRA:          {{Count: 1<<33 + 3, Period: 2 * time.Microsecond, Burst: 1 << 24}, {Count: 10, Period: time.Second}},
+		TokenBucket:   {{Count: 5, Period: time.Second, Burst: 10}, {Count: 1 << 20, Period: time.Hour}},
+		LeakyBucket:   {{Count: 3, Period: time.Second}, {Count: 1 << 20, Period: time.Minute, Burst: 1 << 10}},
+	}
+	for alg, ls := range limits {
+		r := rand.New(rand.NewPCG(7, uint64(alg)))
+		clk := newSetClock()
+		s := NewMemoryStore(WithClock(clk))
+		var lims []*Limiter
+		for _, l := range ls {
+			lims = append(lims, mustNew(t, s, alg, l))
+		}
+		var st state
+		var ok bool
+		wide, packed := 0, 0
+		now := clocktestEpochMicros
+		for i := range 3000 {
+			lim := lims[r.IntN(len(lims))]
+			now += r.Int64N(lim.p.period/2 + 1)
+			n := r.Int64N(lim.p.limit + 2)
+			if r.IntN(3) == 0 {
+				n = r.Int64N(3)
+			}
+			clk.Set(time.UnixMicro(now))
+			got := mustAllow(t, lim, "k", int(n))
+			want, next, write := decideState(&lim.p, st, ok, now, n)
+			if got != want {
+				t.Fatalf("%v op %d (%+v, n=%d at %d): store %+v, definition %+v", alg, i, lim.Limit(), n, now, got, want)
+			}
+			if write {
+				st, ok = next, true
+			}
+			sh, h := s.shardOf(alg, "k")
+			j := sh.lookup(h, memKey{key: "k", alg: alg})
+			if (j != none) != ok {
+				t.Fatalf("%v op %d: found %v, want %v", alg, i, j != none, ok)
+			}
+			if !ok {
+				continue
+			}
+			stored, expires := sh.state(j)
+			if stored != st {
+				t.Fatalf("%v op %d: stored %+v, want %+v", alg, i, stored, st)
+			}
+			if sh.entries[j].isWide() {
+				wide++
+			} else {
+				packed++
+			}
+			if write {
+				exact := now + int64(want.ResetAfter/time.Microsecond)
+				if expires < exact || !sh.entries[j].isWide() && expires-exact > lim.p.period>>9 {
+					t.Fatalf("%v op %d: expires at %d, the decision says %d", alg, i, expires, exact)
+				}
+			}
+		}
+		alwaysWide := alg == TokenBucket || alg == LeakyBucket
+		if wide == 0 || packed == 0 && !alwaysWide || packed > 0 && alwaysWide {
+			t.Fatalf("%v: %d decisions left the state wide, %d packed", alg, wide, packed)
+		}
 	}
 }
