@@ -161,6 +161,7 @@ type params struct {
 	tau      int64 // B × emission: bucket size in units
 	limit    int64 // Decision.Limit: burst for meters, count for windows and the log
 	debtCap  int64 // quo(maxDebt, den): the most whole µs of debt a meter counts (meters only)
+	wide     bool  // a MemoryStore keeps this algorithm's state partly in ext (packState)
 }
 
 func gcd(a, b int64) int64 {
@@ -185,6 +186,7 @@ func newParams(alg Algorithm, l Limit) (params, error) {
 		return params{}, fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
 	}
 	p := params{alg: alg, count: int64(l.Count), burst: int64(l.Burst), period: int64(l.Period / time.Microsecond)}
+	p.wide = alg == TokenBucket || alg == LeakyBucket || alg == SlidingLog
 	if p.burst == 0 {
 		p.burst = p.count
 	}

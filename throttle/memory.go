@@ -238,7 +238,7 @@ func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 // it. Anything else, and every error, goes through the Store interface
 // (allowN).
 func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (err error) {
-	if l == nil || l.mem == nil || key == "" || len(key) > MaxKeyLen || n < 0 {
+	if l == nil || l.mem == nil || uint(len(key))-1 >= MaxKeyLen || n < 0 { // empty or too long: allowN says which
 		*d, err = l.allowN(ctx, key, n)
 		return err
 	}
@@ -252,10 +252,12 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	// the decision's longest wait, and the clock read and the lock, which
 	// must come before the entry is read, now overlap it (on x86 no load
 	// after the lock's locked instruction may start before it completes).
-	prefetch.Line(sh.homeLine(h))
-	prefetch.LineForWrite(uintptr(unsafe.Pointer(&sh.mu)))
-	if p.alg == TokenBucket || p.alg == LeakyBucket || p.alg == SlidingLog {
-		// Their states are wide (packState): the rest is in ext.
+	// With it, the lock's line, for writing: in parallel another
+	// processor often took the lock last, and its line then moves here
+	// while the clock is read.
+	prefetch.Lines(sh.homeLine(h), uintptr(unsafe.Pointer(&sh.mu)))
+	if p.wide {
+		// The state continues in ext (packState).
 		if x := sh.homeExtLine(h); x != 0 {
 			prefetch.Line(x)
 		}

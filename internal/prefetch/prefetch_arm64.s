@@ -6,8 +6,10 @@ TEXT ·Line(SB), NOSPLIT, $0-8
 	PRFM (R0), PLDL1KEEP
 	RET
 
-// func LineForWrite(addr uintptr)
-TEXT ·LineForWrite(SB), NOSPLIT, $0-8
+// func Lines(addr, waddr uintptr)
+TEXT ·Lines(SB), NOSPLIT, $0-16
 	MOVD addr+0(FP), R0
-	PRFM (R0), PSTL1KEEP
+	MOVD waddr+8(FP), R1
+	PRFM (R0), PLDL1KEEP
+	PRFM (R1), PSTL1KEEP
 	RET

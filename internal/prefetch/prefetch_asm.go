@@ -8,10 +8,11 @@ package prefetch
 //go:noescape
 func Line(addr uintptr)
 
-// LineForWrite is Line for a line the caller is about to write: it asks
-// for the line in the state that allows a write (on x86 PREFETCHW), so
-// that a line another processor wrote last moves here once, not once to
-// be read and again to be written.
+// Lines starts loading the line that holds addr, as Line does, and the
+// line that holds waddr for a write: in the state that allows one (on x86
+// PREFETCHW), so that a line another processor wrote last moves here
+// once, not once to be read and again to be written. One call for both:
+// the decision that uses it counts its instructions.
 //
 //go:noescape
-func LineForWrite(addr uintptr)
+func Lines(addr, waddr uintptr)

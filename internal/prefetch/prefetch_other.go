@@ -6,5 +6,5 @@ package prefetch
 // package.
 func Line(addr uintptr) {}
 
-// LineForWrite does nothing here either.
-func LineForWrite(addr uintptr) {}
+// Lines does nothing here either.
+func Lines(addr, waddr uintptr) {}

@@ -7,7 +7,7 @@ import (
 
 // TestLineNeverFaults prefetches addresses that a load would fault on:
 // nil, the top of the address space, a line past the end of a slice.
-// Line and LineForWrite must stay hints, never a read or a write.
+// Line and Lines must stay hints, never a read or a write.
 func TestLineNeverFaults(t *testing.T) {
 	b := make([]byte, 64)
 	for _, addr := range []uintptr{
@@ -18,7 +18,7 @@ func TestLineNeverFaults(t *testing.T) {
 		uintptr(unsafe.Pointer(&b[0])),
 	} {
 		Line(addr)
-		LineForWrite(addr)
+		Lines(addr, addr)
 	}
 }
 
