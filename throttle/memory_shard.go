@@ -309,7 +309,7 @@ func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 // above the compiler's inlining budget since the entry became 32 bytes (the
 // identity is computed here); a variant that took the identity from its
 // caller was inlined into allow, and the decision then ran 548 instructions
-// instead of 543 (bench/keyed/instructions.sh, 25 Nov): not kept.
+// instead of 543 then (bench/keyed/instructions.sh, 25 Nov): not kept.
 func (s *shard) lookup(h uint64, k memKey) int32 {
 	id := identity(h, k)
 	for pos := home(uint32(h>>32), len(s.entries)); ; pos++ {
