@@ -61,17 +61,7 @@ func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
 			case 1:
 				n = r.Int64N(lim.p.burst + 3)
 			}
-			clk.Set(time.UnixMicro(now))
-			got := mustAllow(t, lim, "k", int(n))
-			want, next, write := decideState(&lim.p, st, ok, now, n)
-			if got != want {
-				t.Fatalf("seed %d op %d (%+v, n=%d at %d): store %+v, definition %+v", seed, i, lim.Limit(), n, now, got, want)
-			}
-			if write {
-				st, ok = next, true
-			}
-			sh, h := s.shardOf(GCRA, "k")
-			j := sh.lookup(h, memKey{key: "k", alg: GCRA})
+			want, write, sh, j := definitionStep(t, s, clk, lim, seed, i, now, n, &st, &ok)
 			var stored state
 			var expires int64
 			if j != none {
@@ -91,4 +81,25 @@ func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
 	if wide == 0 && int64(bigDenCount) > 1<<32 {
 		t.Fatal("no state was ever wide: the wide path went untested")
 	}
+}
+
+// definitionStep decides n at now for key "k" through lim (over s, whose
+// clock is clk) and through the definition (decideState), which keeps the
+// key's state in *st and *ok, and fails unless both give the same
+// Decision. It returns that Decision, whether the definition wrote, and
+// the key's shard and position in it (none if absent). seed and op name
+// the step in a failure.
+func definitionStep(t *testing.T, s *MemoryStore, clk *setClock, lim *Limiter, seed uint64, op int, now, n int64, st *state, ok *bool) (Decision, bool, *shard, int32) {
+	t.Helper()
+	clk.Set(time.UnixMicro(now))
+	got := mustAllow(t, lim, "k", int(n))
+	want, next, write := decideState(&lim.p, *st, *ok, now, n)
+	if got != want {
+		t.Fatalf("%v seed %d op %d (%+v, n=%d at %d): store %+v, definition %+v", lim.p.alg, seed, op, lim.Limit(), n, now, got, want)
+	}
+	if write {
+		*st, *ok = next, true
+	}
+	sh, h := s.shardOf(lim.p.alg, "k")
+	return want, write, sh, sh.lookup(h, memKey{key: "k", alg: lim.p.alg})
 }

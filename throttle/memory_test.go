@@ -680,17 +680,7 @@ func TestMemoryStatesPackOrGoWide(t *testing.T) {
 			if r.IntN(3) == 0 {
 				n = r.Int64N(3)
 			}
-			clk.Set(time.UnixMicro(now))
-			got := mustAllow(t, lim, "k", int(n))
-			want, next, write := decideState(&lim.p, st, ok, now, n)
-			if got != want {
-				t.Fatalf("%v op %d (%+v, n=%d at %d): store %+v, definition %+v", alg, i, lim.Limit(), n, now, got, want)
-			}
-			if write {
-				st, ok = next, true
-			}
-			sh, h := s.shardOf(alg, "k")
-			j := sh.lookup(h, memKey{key: "k", alg: alg})
+			want, write, sh, j := definitionStep(t, s, clk, lim, uint64(alg), i, now, n, &st, &ok)
 			if (j != none) != ok {
 				t.Fatalf("%v op %d: found %v, want %v", alg, i, j != none, ok)
 			}
