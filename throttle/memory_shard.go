@@ -31,18 +31,25 @@ import (
 // first two words in the entry and the rest in ext, an array parallel to
 // the table that a shard allocates only when it first holds such a state:
 // ext[i] belongs to entries[i], at an address known from the hash as well,
-// so its line is prefetched with the entry's and the two waits overlap. No pointer per key (but the key's own bytes
-// and a sliding log's ring), so the garbage collector scans two slices per
-// shard, not a million small objects.
+// so its line is prefetched with the entry's and the two waits overlap. No
+// pointer per key (but the key's own bytes and a sliding log's ring), so
+// the garbage collector scans two slices per shard, not a million small
+// objects.
 //
 // Everything here runs with mu held.
 type shard struct {
-	// The first two cache lines are read by every decision and written
-	// only when the table grows; mu and the counters, written by every
-	// decision or insert, are on lines of their own, so that a decision
-	// finds its shard's table (and asks for its entry's line) without
-	// waiting for the line of a lock that another processor took last.
+	shardTable
+	_ [128 - unsafe.Sizeof(shardTable{})]byte
+	shardLocked
+	_ [128 - unsafe.Sizeof(shardLocked{})]byte // the next shard's first line is not this one's last
+}
 
+// shardTable is the part of a shard that every decision reads and only a
+// grow writes; shardLocked, written by every decision or insert, is on
+// lines of its own, so that a decision finds its shard's table (and asks
+// for its entry's line) without waiting for the line of a lock that
+// another processor took last.
+type shardTable struct {
 	// first, length and extFirst are the addresses of the table and of
 	// ext (0: none) and the table's length, read without mu to prefetch
 	// a key's home entry before taking mu (homeLine). A reading taken
@@ -54,16 +61,15 @@ type shard struct {
 	seed     *hashSeed  // the store's
 	entries  []memEntry // the table (setEntries); a nil key marks a free entry
 	ext      []extState // nil, or as long as entries: the rest of wide states
-	_        [128 - 80]byte
+}
 
+type shardLocked struct {
 	mu   sync.Mutex
 	hand int32 // the next entry the clock hand looks at
 	live int
 	max  int // keys this shard may hold
 
 	evictions, expired uint64
-
-	_ [128 - 48]byte // the next shard's first line is not this one's last
 }
 
 const none int32 = -1
@@ -74,9 +80,9 @@ type memKey struct {
 	alg Algorithm
 }
 
-// memEntry is one key, 32 bytes: two to a cache line (a table of at least
-// 32 KiB is page-aligned, and a smaller one is a multiple of 32 bytes long,
-// so entries do not straddle lines).
+// memEntry is one key, 32 bytes on a 64-bit processor: two to a cache line
+// (a table of at least 32 KiB is page-aligned, and a smaller one's size
+// class is a multiple of 32 bytes, so entries do not straddle lines).
 //
 // key points to the key's bytes (the caller's string, kept alive by the
 // pointer); nil marks a free entry, since keys are never empty (ErrEmptyKey).
@@ -254,8 +260,9 @@ func (s *shard) extOf(i int32) *extState {
 // at that load, and no larger: its length need not be a power of two (a
 // key's home is its tag scaled to the length, not masked), so a full
 // store costs 32 / maxLoad bytes per key (56 / maxLoad in a shard with an
-// ext), and a growing one is at least half full (a doubling table sinks to three eighths: more pages for the
-// same keys, each one more entry for the processor's TLB to miss).
+// ext), and a growing one is at least half full (a doubling table sinks to
+// three eighths: more pages for the same keys, each one more entry for the
+// processor's TLB to miss).
 const maxLoadNum, maxLoadDen = 3, 4
 
 // reclaimPerInsert is how many entries an insert inspects for expired
@@ -264,7 +271,7 @@ const maxLoadNum, maxLoadDen = 3, 4
 const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
-	s := &shard{seed: seed, max: max}
+	s := &shard{shardTable: shardTable{seed: seed}, shardLocked: shardLocked{max: max}}
 	s.setEntries(make([]memEntry, 8), nil)
 	return s
 }
@@ -308,8 +315,8 @@ func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 // lookup returns the key's position, or none. h is the key's hash. It is
 // above the compiler's inlining budget since the entry became 32 bytes (the
 // identity is computed here); a variant that took the identity from its
-// caller was inlined into allow, and the decision then ran 548 instructions
-// instead of 543 then (bench/keyed/instructions.sh, 25 Nov): not kept.
+// caller was inlined into allow, and the decision then ran 548 instructions,
+// against 543 without it (bench/keyed/instructions.sh, 25 Nov): not kept.
 func (s *shard) lookup(h uint64, k memKey) int32 {
 	id := identity(h, k)
 	for pos := home(uint32(h>>32), len(s.entries)); ; pos++ {

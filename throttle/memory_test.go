@@ -613,8 +613,8 @@ func testSeed() *hashSeed {
 // either.
 func TestShardLayout(t *testing.T) {
 	var s shard
-	readEnd := unsafe.Offsetof(s.ext) + unsafe.Sizeof(s.ext)
-	if mu := unsafe.Offsetof(s.mu); mu%64 != 0 || mu < readEnd || unsafe.Sizeof(s)%64 != 0 {
+	readEnd := unsafe.Sizeof(s.shardTable)
+	if mu := unsafe.Offsetof(s.shardLocked); mu%64 != 0 || mu < readEnd || unsafe.Sizeof(s)%64 != 0 {
 		t.Fatalf("read-mostly fields end at %d, mu at %d, shard of %d bytes", readEnd, mu, unsafe.Sizeof(s))
 	}
 }
