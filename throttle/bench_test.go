@@ -51,10 +51,12 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // BenchmarkMemoryAllow: Allow on existing keys of a MemoryStore holding
-// 100 000 keys, on the wall clock, serial and parallel.
+// 100 000 keys, on the wall clock, serial and parallel, for the algorithms
+// whose state an entry packs (GCRA and the windows) and for the buckets,
+// whose state continues in ext.
 func BenchmarkMemoryAllow(b *testing.B) {
 	ctx := context.Background()
-	for _, alg := range []Algorithm{GCRA, FixedWindow, SlidingWindow} {
+	for _, alg := range []Algorithm{GCRA, FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
 		lim := mustNew(b, NewMemoryStore(), alg, dayLimit)
 		for _, k := range benchKeys {
 			mustAllow(b, lim, k, 1)
