@@ -83,14 +83,8 @@ func (l *Limiter) allowN(ctx context.Context, key string, n int) (Decision, erro
 
 // Reset forgets key's state: it is back to its full allowance.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	if l == nil || l.store == nil {
-		return ErrNilStore
-	}
-	if key == "" {
-		return ErrEmptyKey
-	}
-	if len(key) > MaxKeyLen {
-		return fmt.Errorf("%w: %d bytes", ErrKeyTooLong, len(key))
+	if _, err := l.request(key, 0); err != nil { // the same checks as a decision's
+		return err
 	}
 	return l.store.reset(ctx, l.p.alg, key)
 }
