@@ -349,7 +349,7 @@ func (s *RedisStore) reset(ctx context.Context, alg Algorithm, key string) error
 		s.cache.forget(alg, key)
 	}
 	if err := s.client.Del(ctx, s.redisKey(alg, key)).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStore, err)
+		return storeError(err, nil)
 	}
 	return nil
 }

@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -185,20 +187,74 @@ func isOwnError(err error) bool {
 	return strings.Contains(msg, luaWrongType) || strings.Contains(msg, luaFail) || strings.Contains(msg, "WRONGTYPE")
 }
 
-// storeError wraps a failed call: ErrStore always, ErrWrongType as well
-// when a key held another program's value.
+// storeError wraps a failed call: ErrStore always, ErrWrongType (and
+// ErrMisconfigured) when a key held another program's value, else
+// ErrMisconfigured or ErrUnavailable when the failure is one of theirs.
 func storeError(err error, keys []string) error {
 	msg := err.Error()
 	if !strings.Contains(msg, luaWrongType) && strings.Contains(msg, "WRONGTYPE") {
 		// Redis's own, from a script's first read of a key.
-		return fmt.Errorf("%w: %w: one of %q holds a value of another type (%v)", ErrWrongType, ErrStore, keys, err)
+		return fmt.Errorf("%w: %w: %w: one of %q holds a value of another type (%v)", ErrWrongType, ErrMisconfigured, ErrStore, keys, err)
 	}
 	if i := strings.Index(msg, luaWrongType); i >= 0 {
 		what := msg[i+len(luaWrongType):]
 		if j := strings.Index(what, " script: "); j >= 0 { // Redis 7 appends where the error came from
 			what = what[:j]
 		}
-		return fmt.Errorf("%w: %w: %s", ErrWrongType, ErrStore, what)
+		return fmt.Errorf("%w: %w: %w: %s", ErrWrongType, ErrMisconfigured, ErrStore, what)
+	}
+	switch classify(err) {
+	case classMisconfigured:
+		return fmt.Errorf("%w: %w: %w", ErrMisconfigured, ErrStore, err)
+	case classUnavailable:
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrStore, err)
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+type errClass int
+
+const (
+	classOther errClass = iota
+	classUnavailable
+	classMisconfigured
+)
+
+// misconfigReplies and outageReplies are parts of Redis error replies.
+var (
+	misconfigReplies = []string{
+		"NOAUTH", "WRONGPASS", "NOPERM", "Protocol error: unauthenticated",
+		"called without any password configured",
+		"DB index is out of range", "invalid DB index",
+		"cluster support disabled", "unknown command",
+		"Error compiling script", "WRONGTYPE",
+	}
+	outageReplies = []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY"}
+)
+
+// classify sorts a failed call into outage, misconfiguration or other.
+func classify(err error) errClass {
+	if errors.Is(err, context.Canceled) {
+		return classOther // the caller's choice, not Redis's state
+	}
+	if isReplyError(err) {
+		msg := err.Error()
+		for _, m := range misconfigReplies {
+			if strings.Contains(msg, m) {
+				return classMisconfigured
+			}
+		}
+		for _, m := range outageReplies {
+			if strings.HasPrefix(msg, m) {
+				return classUnavailable
+			}
+		}
+		return classOther
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrPoolTimeout) {
+		return classUnavailable
+	}
+	return classOther
 }

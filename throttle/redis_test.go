@@ -228,8 +228,8 @@ func TestRedisWrongType(t *testing.T) {
 			setup(rk)
 			before := f.client.Dump(ctx, rk).Val()
 			_, err := lim.Allow(ctx, key)
-			if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) {
-				t.Errorf("%v on a %s: err = %v, want ErrWrongType and ErrStore", alg, name, err)
+			if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) || !errors.Is(err, ErrMisconfigured) {
+				t.Errorf("%v on a %s: err = %v, want ErrWrongType, ErrMisconfigured and ErrStore", alg, name, err)
 			} else if !strings.Contains(err.Error(), rk) {
 				t.Errorf("%v on a %s: %v does not name the key", alg, name, err)
 			}
