@@ -71,6 +71,9 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 		// taking the option silently would let a caller believe it works.
 		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore only", ErrInvalidOption))
 	}
+	if cfg.timeoutSet {
+		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithCallTimeout applies to a RedisStore only", ErrInvalidOption))
+	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
 	seed := newHashSeed()
 	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: &seed, mask: uint64(n - 1)}

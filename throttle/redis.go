@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // RedisStore keeps keyed-limiter state in Redis, shared by every process
@@ -127,6 +129,34 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStor
 	return s
 }
 
+// DefaultCallTimeout bounds each call a RedisStore makes to Redis when
+// WithCallTimeout is not given: a round trip on a healthy network takes
+// well under a millisecond, so a call this late is an outage, and a request
+// path should not wait on go-redis's own defaults (a 5 s dial, a 3 s read).
+const DefaultCallTimeout = 50 * time.Millisecond
+
+// defaultCallTimeout is DefaultCallTimeout, except in this package's tests,
+// whose round trips on a loaded machine may take longer (TestMain).
+var defaultCallTimeout = DefaultCallTimeout
+
+// WithCallTimeout bounds each call a RedisStore makes to Redis (one script
+// run, or a DEL for Reset; AllowAll across Cluster slots makes several) to
+// d, DefaultCallTimeout without it. A call that takes longer returns an
+// error wrapping ErrUnavailable and ErrStore (the script may or may not
+// have run); the caller's context can end a call sooner. The bound holds
+// whatever the client's own timeouts: the call runs in a goroutine of its
+// own, which the client's timeouts end later. d must be positive; it does
+// not apply to a MemoryStore (ErrInvalidOption).
+func WithCallTimeout(d time.Duration) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if d <= 0 {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: call timeout %v must be positive", ErrInvalidOption, d))
+			return
+		}
+		cfg.callTimeout, cfg.timeoutSet = d, true
+	})
+}
+
 func (s *RedisStore) err() error {
 	if s == nil {
 		return ErrNilStore
@@ -197,7 +227,7 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 // decideOne runs the algorithm's one.lua script, which replies with the
 // Decision.
 func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decision, error) {
-	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, []any{oneArgs(now, &r, s.ttlFloor)})
+	v, err := s.run(ctx, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, []any{oneArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
 	}
@@ -214,7 +244,7 @@ func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decis
 // (The script's test for "fits" is meter's: see meterArgs.)
 func (s *RedisStore) decideMeter(ctx context.Context, r request, now int64) (Decision, error) {
 	alg := r.p.alg
-	debt, err := runInt(ctx, s.client, oneScripts[alg], []string{s.redisKey(alg, r.key)}, []any{meterArgs(now, &r, s.ttlFloor)})
+	debt, err := s.runInt(ctx, oneScripts[alg], []string{s.redisKey(alg, r.key)}, []any{meterArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
 	}
@@ -300,7 +330,7 @@ func (s *RedisStore) runAll(ctx context.Context, rs []request, g []int, now int6
 		args = checkArgs(args, &rs[i])
 	}
 	args = append(args, s.ttlFloor)
-	v, err := run(ctx, s.client, allScript, keys, args)
+	v, err := s.run(ctx, allScript, keys, args)
 	if err != nil {
 		return err
 	}
@@ -348,7 +378,10 @@ func (s *RedisStore) reset(ctx context.Context, alg Algorithm, key string) error
 	if s.cache != nil {
 		s.cache.forget(alg, key)
 	}
-	if err := s.client.Del(ctx, s.redisKey(alg, key)).Err(); err != nil {
+	_, err := redisscript.Call(ctx, s.cfg.callTimeout, nil, func(ctx context.Context) (int64, error) {
+		return s.client.Del(ctx, s.redisKey(alg, key)).Result()
+	})
+	if err != nil {
 		return storeError(err, nil)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -87,21 +88,22 @@ func newRedisClient(t testing.TB, addr string, edit ...func(*redis.Options)) *re
 func TestRedisScriptsAreThePorts(t *testing.T) {
 	// Each single-request script holds its own algorithm only (a meter's
 	// is the flat meter script with its own debt, without the prelude's
-	// decide table), and the AllowAll script all six.
+	// decide table), and the AllowAll script all six; every one starts
+	// with the shared packing prelude.
 	for a, debt := range map[Algorithm]string{GCRA: "gcra_debt.lua", TokenBucket: "tb_debt.lua", LeakyBucket: "lb_debt.lua"} {
-		if want := mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua"); oneScripts[a].src != want {
+		if want := redisscript.New(mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua")); oneScripts[a].Source() != want.Source() {
 			t.Errorf("%v's single-request script is not the meter script with %s", a, debt)
 		}
 	}
 	for a := GCRA; a <= SlidingLog; a++ {
-		src := oneScripts[a].src
+		src := oneScripts[a].Source()
 		for b := GCRA; b <= SlidingLog; b++ {
 			has := strings.Contains(src, fmt.Sprintf("decide[%d] = function", b))
 			if has != (a == b && !isMeter(a)) {
 				t.Errorf("script for %v: has decide[%d] = %v", a, b, has)
 			}
 		}
-		if !strings.Contains(allScript.src, fmt.Sprintf("decide[%d] = function", a)) {
+		if !strings.Contains(allScript.Source(), fmt.Sprintf("decide[%d] = function", a)) {
 			t.Errorf("AllowAll script lacks %v", a)
 		}
 	}

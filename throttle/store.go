@@ -55,7 +55,9 @@ type storeConfig struct {
 	maxKeys      int
 	maxKeysSet   bool
 	prefix       string
-	refusalCache int // RedisStore: keys in the local refusal cache; 0: off
+	refusalCache int           // RedisStore: keys in the local refusal cache; 0: off
+	callTimeout  time.Duration // RedisStore: the bound on one call
+	timeoutSet   bool
 	errs         []error
 }
 
@@ -67,7 +69,7 @@ const DefaultMaxKeys = 1 << 20
 const DefaultKeyPrefix = "throttle:"
 
 func buildStoreConfig(opts []StoreOption) storeConfig {
-	c := storeConfig{maxKeys: DefaultMaxKeys, prefix: DefaultKeyPrefix}
+	c := storeConfig{maxKeys: DefaultMaxKeys, prefix: DefaultKeyPrefix, callTimeout: defaultCallTimeout}
 	for _, o := range opts {
 		if o == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
