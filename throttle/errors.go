@@ -18,15 +18,17 @@ var (
 	ErrEmptyKey = errors.New("throttle: key must not be empty")
 	// ErrKeyTooLong: the key is longer than MaxKeyLen bytes.
 	ErrKeyTooLong = errors.New("throttle: key longer than MaxKeyLen")
-	// ErrInvalidOption: a store option with a bad value, or one that does
-	// not apply to that store. The store keeps the error: New and every
-	// call return it.
+	// ErrInvalidOption: a nil store option, one with a bad value, or one
+	// that does not apply to that store, returned by NewMemoryStore or
+	// NewRedisStore; a nil client given to NewRedisStore.
 	ErrInvalidOption = errors.New("throttle: invalid store option")
 	// ErrNilStore: New was given a nil Store, or a Limiter's zero value
 	// was used.
 	ErrNilStore = errors.New("throttle: no store")
-	// ErrInvalidTime: the clock read a time before the Unix epoch or
-	// after 2255 (microseconds since the epoch must stay below 2^53).
+	// ErrInvalidTime: the clock read a time before the Unix epoch or in
+	// 2112 or later (microseconds since the epoch must stay below 2^52, so
+	// that a time plus a period stays an exact float64 in the Redis
+	// scripts).
 	ErrInvalidTime = errors.New("throttle: clock time out of range")
 	// ErrMixedStores: AllowAll was given limiters over different stores.
 	ErrMixedStores = errors.New("throttle: checks use different stores")

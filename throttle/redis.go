@@ -42,10 +42,10 @@ import (
 //
 // # Time
 //
-// Without WithClock the scripts read Redis TIME, so every process agrees
+// Without WithStoreClock the scripts read Redis TIME, so every process agrees
 // whatever its own clock. Writing after TIME needs script effects
 // replication, the default since Redis 5: the store needs Redis 5 or later
-// (tested with 7.0). With WithClock the store passes its clock's time
+// (tested with 7.0). With WithStoreClock the store passes its clock's time
 // into the scripts (for tests; every process must then agree on the time).
 //
 // # Failures
@@ -83,7 +83,7 @@ type RedisStore struct {
 	keyPre [SlidingLog + 1]string // prefix + tag + ":" for each algorithm
 	cache  *refusalCache          // nil: off
 	group  func(key string) string
-	start  time.Time // the cache's time base without WithClock (monotonic)
+	start  time.Time // the cache's time base without WithStoreClock (monotonic)
 	// ttlFloor is the shortest TTL a script sets, in ms: 1000, or longer
 	// for tests (withTTLFloor).
 	ttlFloor int64
@@ -101,17 +101,20 @@ var algTags = [...]string{
 
 // NewRedisStore returns a store that keeps state in Redis through client
 // (a *redis.Client, *redis.ClusterClient, *redis.Ring or a failover
-// client). Options: WithKeyPrefix, WithClock and WithRefusalCache;
+// client). Options: WithKeyPrefix, WithStoreClock and WithRefusalCache;
 // WithMaxKeys does not apply (Redis bounds memory with TTLs and its own
-// maxmemory) and is recorded as an ErrInvalidOption error, as is a nil
-// client: New and every call then return it.
-func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStore {
-	cfg := buildStoreConfig(opts)
+// maxmemory). A nil client, a nil option, a bad value or an option that
+// does not apply is an error wrapping ErrInvalidOption.
+func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
 	if isNil(client) {
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil redis client", ErrInvalidOption))
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	if cfg.maxKeysSet {
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption))
+	cfg, err := buildStoreConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.setMaxKeys {
+		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
 	}
 	s := &RedisStore{client: client, cfg: cfg, start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
@@ -126,7 +129,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStor
 	case *redis.Ring:
 		s.group = hashTag
 	}
-	return s
+	return s, nil
 }
 
 // DefaultCallTimeout bounds each call a RedisStore makes to Redis when
@@ -148,12 +151,12 @@ var defaultCallTimeout = DefaultCallTimeout
 // own, which the client's timeouts end later. d must be positive; it does
 // not apply to a MemoryStore (ErrInvalidOption).
 func WithCallTimeout(d time.Duration) StoreOption {
-	return storeOptionFunc(func(cfg *storeConfig) {
+	return storeOptionFunc(func(cfg *storeConfig) error {
 		if d <= 0 {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: call timeout %v must be positive", ErrInvalidOption, d))
-			return
+			return fmt.Errorf("%w: call timeout %v must be positive", ErrInvalidOption, d)
 		}
-		cfg.callTimeout, cfg.timeoutSet = d, true
+		cfg.callTimeout, cfg.setTimeout = d, true
+		return nil
 	})
 }
 
@@ -161,7 +164,7 @@ func (s *RedisStore) err() error {
 	if s == nil {
 		return ErrNilStore
 	}
-	return s.cfg.err()
+	return nil
 }
 
 // redisKey is the Redis key of (alg, key).
@@ -170,7 +173,7 @@ func (s *RedisStore) redisKey(alg Algorithm, key string) string {
 }
 
 // scriptNow is the time argument of the scripts: the clock's µs with
-// WithClock, else -1 (the script reads Redis TIME).
+// WithStoreClock, else -1 (the script reads Redis TIME).
 func (s *RedisStore) scriptNow() (int64, error) {
 	if s.cfg.clock == nil {
 		return -1, nil
@@ -178,7 +181,7 @@ func (s *RedisStore) scriptNow() (int64, error) {
 	return micros(s.cfg.clock.Now())
 }
 
-// cacheNow is the refusal cache's time in µs: with WithClock the time the
+// cacheNow is the refusal cache's time in µs: with WithStoreClock the time the
 // script is given (scriptNow), so the cache and the script agree exactly;
 // else monotonic time since the store began, read before the call.
 func (s *RedisStore) cacheNow(scriptNow int64) int64 {

@@ -73,7 +73,7 @@ func TestRedisScriptReload(t *testing.T) {
 	log := newCallLog()
 	c := newRedisClient(t, f.srv.Addr())
 	c.AddHook(log)
-	lim := mustNew(t, NewRedisStore(c, WithClock(newSetClock())), GCRA, PerMinute(10))
+	lim := mustNew(t, redisStore(c, WithStoreClock(newSetClock())), GCRA, PerMinute(10))
 
 	mustAllow(t, lim, "k", 1) // loads the script
 	f.srv.CLI("SCRIPT", "FLUSH")
@@ -130,7 +130,7 @@ func TestRedisRestart(t *testing.T) {
 	c := newRedisClient(t, srv.Addr(), func(o *redis.Options) { o.PoolSize = 64 })
 	ctx := context.Background()
 	clk := newSetClock()
-	s := NewRedisStore(c, WithClock(clk))
+	s := redisStore(c, WithStoreClock(clk))
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerMinute(5))
 		for range 5 {
@@ -167,7 +167,7 @@ func TestRedisRestart(t *testing.T) {
 
 func TestRedisContextCancelled(t *testing.T) {
 	f := redisFor(t)
-	lim := mustNew(t, NewRedisStore(f.client), GCRA, PerSecond(1))
+	lim := mustNew(t, redisStore(f.client), GCRA, PerSecond(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := lim.Allow(ctx, "k")

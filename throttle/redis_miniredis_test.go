@@ -63,8 +63,8 @@ func TestMiniredisMatchesMemory(t *testing.T) {
 				mr, c := miniredisFor(t)
 				clk := newSetClock()
 				mr.SetTime(clk.Now())
-				mem := NewMemoryStore(WithClock(clk))
-				ms := &miniStore{RedisStore: NewRedisStore(c), mr: mr, clk: clk}
+				mem := memStore(WithStoreClock(clk))
+				ms := &miniStore{RedisStore: redisStore(c), mr: mr, clk: clk}
 				runDifferential(t, rand.New(rand.NewPCG(uint64(seed)+200, uint64(alg))), alg, clk, mem, ms, false)
 			})
 		}
@@ -81,7 +81,7 @@ func TestMiniredisMatchesDefinition(t *testing.T) {
 			_, c := miniredisFor(t)
 			clk := newSetClock()
 			ref := &refStore{clock: clk, keys: map[cacheKey]*refEntry{}}
-			rs := fakeTimeStore(c, WithClock(clk))
+			rs := fakeTimeStore(c, WithStoreClock(clk))
 			runDifferential(t, rand.New(rand.NewPCG(300, uint64(alg))), alg, clk, ref, rs, true)
 		})
 	}
@@ -93,7 +93,7 @@ func TestMiniredisErrors(t *testing.T) {
 	mr, c := miniredisFor(t)
 	ctx := context.Background()
 	for _, alg := range allAlgorithms {
-		lim := mustNew(t, NewRedisStore(c), alg, PerMinute(5))
+		lim := mustNew(t, redisStore(c), alg, PerMinute(5))
 		mr.Set(DefaultKeyPrefix+algTags[alg]+":str", "not a state")
 		_, err := lim.Allow(ctx, "str")
 		if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {

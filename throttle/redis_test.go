@@ -35,7 +35,7 @@ type redisFixture struct {
 func init() {
 	testStores = append(testStores, namedStore{name: "redis", open: func(t testing.TB, clk ratelimit.Clock) Store {
 		f := redisFor(t)
-		return fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
+		return fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
 	}})
 }
 
@@ -44,7 +44,7 @@ func init() {
 // slow test ran would be forgotten while the fake time says it matters.
 // Its TTLs are at least an hour.
 func fakeTimeStore(c redis.UniversalClient, opts ...StoreOption) *RedisStore {
-	s := NewRedisStore(c, opts...)
+	s := redisStore(c, opts...)
 	s.ttlFloor = 3_600_000
 	return s
 }
@@ -113,7 +113,7 @@ func TestRedisBasics(t *testing.T) {
 	f := redisFor(t)
 	ctx := context.Background()
 	clk := newSetClock()
-	s := NewRedisStore(f.client, WithClock(clk))
+	s := redisStore(f.client, WithStoreClock(clk))
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			lim := mustNew(t, s, alg, PerSecond(3))
@@ -156,7 +156,7 @@ func TestRedisBasics(t *testing.T) {
 func TestRedisKeyLayout(t *testing.T) {
 	f := redisFor(t)
 	ctx := context.Background()
-	s := NewRedisStore(f.client, WithClock(newSetClock()), WithKeyPrefix("app:"))
+	s := redisStore(f.client, WithStoreClock(newSetClock()), WithKeyPrefix("app:"))
 	want := map[Algorithm]string{GCRA: "app:gcra:{u}:k", TokenBucket: "app:tb:{u}:k", LeakyBucket: "app:lb:{u}:k",
 		FixedWindow: "app:fw:{u}:k", SlidingWindow: "app:sw:{u}:k", SlidingLog: "app:sl:{u}:k"}
 	for alg, rk := range want {
@@ -204,7 +204,7 @@ func TestRedisKeyLayout(t *testing.T) {
 func TestRedisWrongType(t *testing.T) {
 	f := redisFor(t)
 	ctx := context.Background()
-	s := NewRedisStore(f.client, WithClock(newSetClock()))
+	s := redisStore(f.client, WithStoreClock(newSetClock()))
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerMinute(5))
 		for name, setup := range map[string]func(k string){
@@ -245,20 +245,19 @@ func TestRedisWrongType(t *testing.T) {
 func TestRedisOptions(t *testing.T) {
 	f := redisFor(t)
 	for _, tc := range []struct {
-		name string
-		s    *RedisStore
+		name   string
+		client redis.UniversalClient
+		opt    StoreOption
 	}{
-		{"max keys", NewRedisStore(f.client, WithMaxKeys(10))},
-		{"nil client", NewRedisStore(nil)},
-		{"nil clock", NewRedisStore(f.client, WithClock(nil))},
-		{"braces", NewRedisStore(f.client, WithKeyPrefix("{x}"))},
-		{"cache size", NewRedisStore(f.client, WithRefusalCache(0))},
+		{"max keys", f.client, WithMaxKeys(10)},
+		{"nil client", nil, WithKeyPrefix("x:")},
+		{"nil option", f.client, nil},
+		{"nil clock", f.client, WithStoreClock(nil)},
+		{"braces", f.client, WithKeyPrefix("{x}")},
+		{"cache size", f.client, WithRefusalCache(0)},
 	} {
-		if _, err := New(tc.s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: New: %v, want ErrInvalidOption", tc.name, err)
-		}
-		if _, err := tc.s.decide(context.Background(), request{p: &params{alg: GCRA}, key: "k", n: 1}); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: decide: %v, want ErrInvalidOption", tc.name, err)
+		if s, err := NewRedisStore(tc.client, tc.opt); !errors.Is(err, ErrInvalidOption) || s != nil {
+			t.Errorf("%s: NewRedisStore: %v, %v, want nil, ErrInvalidOption", tc.name, s, err)
 		}
 	}
 	var nilStore *RedisStore
@@ -271,19 +270,19 @@ func TestRedisClockOutOfRange(t *testing.T) {
 	f := redisFor(t)
 	clk := newSetClock()
 	clk.Set(time.UnixMicro(maxMicros))
-	lim := mustNew(t, NewRedisStore(f.client, WithClock(clk)), GCRA, PerSecond(1))
+	lim := mustNew(t, redisStore(f.client, WithStoreClock(clk)), GCRA, PerSecond(1))
 	if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidTime) {
 		t.Fatalf("err = %v, want ErrInvalidTime", err)
 	}
 }
 
 func TestRedisTime(t *testing.T) {
-	// Without WithClock the scripts read Redis TIME: a second apart on a
+	// Without WithStoreClock the scripts read Redis TIME: a second apart on a
 	// real clock is too slow for a test, so check the answers' shape: a
 	// fresh key is full, the second request of a 1/hour limit waits about
 	// an hour.
 	f := redisFor(t)
-	lim := mustNew(t, NewRedisStore(f.client), GCRA, PerHour(1))
+	lim := mustNew(t, redisStore(f.client), GCRA, PerHour(1))
 	if d := mustAllow(t, lim, "k", 1); !d.Allowed || d.ResetAfter != time.Hour {
 		t.Fatalf("first: %+v", d)
 	}
@@ -291,4 +290,13 @@ func TestRedisTime(t *testing.T) {
 	if d.Allowed || d.RetryAfter > time.Hour || d.RetryAfter < time.Hour-time.Minute {
 		t.Fatalf("second: %+v", d)
 	}
+}
+
+// redisStore is NewRedisStore for tests whose options are right.
+func redisStore(c redis.UniversalClient, opts ...StoreOption) *RedisStore {
+	s, err := NewRedisStore(c, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

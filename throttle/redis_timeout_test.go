@@ -48,8 +48,8 @@ func TestRedisCallTimeout(t *testing.T) {
 		store *RedisStore
 		bound time.Duration
 	}{
-		{"default", NewRedisStore(c), DefaultCallTimeout},
-		{"WithCallTimeout", NewRedisStore(c, WithCallTimeout(20*time.Millisecond)), 20 * time.Millisecond},
+		{"default", redisStore(c), DefaultCallTimeout},
+		{"WithCallTimeout", redisStore(c, WithCallTimeout(20*time.Millisecond)), 20 * time.Millisecond},
 	} {
 		lim := mustNew(t, tc.store, GCRA, PerSecond(10))
 		start := time.Now()
@@ -75,13 +75,13 @@ func TestRedisCallTimeout(t *testing.T) {
 func TestWithCallTimeoutInvalid(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = c.Close() })
-	for _, s := range []Store{
-		NewRedisStore(c, WithCallTimeout(0)),
-		NewRedisStore(c, WithCallTimeout(-time.Second)),
-		NewMemoryStore(WithCallTimeout(time.Second)), // a MemoryStore makes no calls
-	} {
-		if _, err := New(s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("New: %v, want ErrInvalidOption", err)
+	for _, o := range []StoreOption{WithCallTimeout(0), WithCallTimeout(-time.Second)} {
+		if _, err := NewRedisStore(c, o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("NewRedisStore: %v, want ErrInvalidOption", err)
 		}
+	}
+	// A MemoryStore makes no calls.
+	if _, err := NewMemoryStore(WithCallTimeout(time.Second)); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewMemoryStore: %v, want ErrInvalidOption", err)
 	}
 }
