@@ -26,7 +26,7 @@ func NewBursty(permitsPerSecond float64, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	if cfg.setCold {
-		return nil, fmt.Errorf("%w: WithColdFactor on a bursty limiter", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: WithColdFactor does not apply to a bursty limiter", ErrInvalidOption)
 	}
 	return newLimiter(cfg, func(tps float64) smooth.Engine {
 		e := smooth.NewBursty(tps, cfg.maxBurstSeconds, permitsPerSecond, 0)

@@ -33,7 +33,7 @@
 //	deterministic tests of code that uses a limiter   WithClock and package clocktest, or
 //	                                                    testing/synctest with no option at all
 //	a limiter from the shell                          the ratelimit command (cmd/ratelimit):
-//	                                                    trace, pipe and run
+//	                                                    trace, pipe, run and proxy
 //
 // Every limiter, local or distributed, satisfies Acquirer, the small
 // interface that code taking "a rate limiter" should accept; shape and jobs
@@ -45,4 +45,15 @@
 // option that does not apply to the kind of limiter) return errors that wrap
 // the sentinels of this package, for errors.Is. Nothing panics on bad input,
 // and a rejected call changes no state.
+//
+// # Options
+//
+// Every package of this module treats options alike: a nil option, an
+// option with an invalid value and an option that does not apply to the
+// constructor it is given to (or does not go with another option) are
+// errors returned by the constructor, wrapping the package's
+// ErrInvalidOption (and the value's own sentinel, such as ErrInvalidBurst).
+// An option name means one thing: WithClock here is the limiter's whole
+// time; package throttle's stores take WithStoreClock and package
+// distributed's local side WithLocalClock.
 package ratelimit

@@ -135,6 +135,15 @@ func TestEdgeConstructorValidation(t *testing.T) {
 		tc{"nil clock warmingup", func() (*ratelimit.Limiter, error) {
 			return ratelimit.NewWarmingUp(1, time.Second, ratelimit.WithClock(nil), ratelimit.WithColdFactor(2))
 		}, ratelimit.ErrInvalidClock, ""},
+		// The module's one option convention: a nil option is an error,
+		// and a bad value matches ErrInvalidOption as well as its own
+		// sentinel.
+		tc{"nil option", func() (*ratelimit.Limiter, error) {
+			return ratelimit.NewBursty(1, nil)
+		}, ratelimit.ErrInvalidOption, "nil option"},
+		tc{"bad value is an invalid option", func() (*ratelimit.Limiter, error) {
+			return ratelimit.NewBursty(1, ratelimit.WithMaxBurstSeconds(-1))
+		}, ratelimit.ErrInvalidOption, "max burst seconds"},
 	)
 	for _, d := range []time.Duration{0, -time.Nanosecond, 2 * time.Nanosecond, time.Millisecond, time.Second, 999 * time.Nanosecond} {
 		cases = append(cases,
@@ -160,7 +169,6 @@ func TestEdgeConstructorValidation(t *testing.T) {
 		func() (*ratelimit.Limiter, error) { return ratelimit.NewBursty(math.SmallestNonzeroFloat64) },
 		func() (*ratelimit.Limiter, error) { return ratelimit.NewBursty(1, ratelimit.WithMaxBurstSeconds(0)) },
 		func() (*ratelimit.Limiter, error) { return ratelimit.NewBursty(1, ratelimit.WithInitiallyFull()) },
-		func() (*ratelimit.Limiter, error) { return ratelimit.NewBursty(1, nil) }, // a nil Option is ignored
 		func() (*ratelimit.Limiter, error) { return ratelimit.NewWarmingUp(1, 0) },
 		func() (*ratelimit.Limiter, error) { return ratelimit.NewWarmingUp(math.Inf(1), time.Second) },
 		func() (*ratelimit.Limiter, error) {

@@ -29,9 +29,11 @@ var (
 	// ErrInvalidClock: a nil Clock was given, or a typed nil such as
 	// (*clocktest.Fake)(nil).
 	ErrInvalidClock = check.ErrInvalidClock
-	// ErrInvalidOption: an option does not apply to this kind of limiter
-	// (a cold factor for a bursty limiter, say).
-	ErrInvalidOption = errors.New("ratelimit: option does not apply to this limiter")
+	// ErrInvalidOption: a nil option, an option with an invalid value
+	// (which also wraps the value's sentinel, ErrInvalidBurst say), or one
+	// that does not apply to this kind of limiter (a cold factor for a
+	// bursty limiter, say).
+	ErrInvalidOption = errors.New("ratelimit: invalid option")
 )
 
 // ErrNotInitialized: a limiter or wrapper was declared but never made by its

@@ -7,7 +7,11 @@ import (
 	"github.com/smoothrate/ratelimit/internal/check"
 )
 
-// An Option configures a limiter made by NewBursty or NewWarmingUp.
+// An Option configures a limiter made by NewBursty or NewWarmingUp. A nil
+// option, an option with an invalid value and an option that does not apply
+// to the constructor it is given to are errors, returned by the constructor
+// and wrapping ErrInvalidOption (and the sentinel of the value, such as
+// ErrInvalidBurst). Every package of this module treats options so.
 type Option interface {
 	apply(*config) error
 }
@@ -50,10 +54,10 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	for _, o := range opts {
 		if o == nil {
-			continue
+			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := o.apply(&c); err != nil {
-			return config{}, err
+			return config{}, check.Option(ErrInvalidOption, err)
 		}
 	}
 	return c, nil

@@ -34,7 +34,7 @@ func NewWarmingUp(permitsPerSecond float64, warmup time.Duration, opts ...Option
 		return nil, err
 	}
 	if cfg.setBurst || cfg.setFull {
-		return nil, fmt.Errorf("%w: burst options on a warming-up limiter", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: a burst option (WithMaxBurstSeconds, WithInitiallyFull) does not apply to a warming-up limiter", ErrInvalidOption)
 	}
 	return newLimiter(cfg, func(tps float64) smooth.Engine {
 		return smooth.NewWarmingUp(tps, int64(warmup/cfg.resolution), cfg.coldFactor, permitsPerSecond, 0)

@@ -80,7 +80,7 @@ func TestStaleReadingNeverDecides(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	clk := &staleClock{t: time.Unix(1000, 0), lag: 5 * time.Microsecond}
-	l, err := New(c, "stale-reading", 1000, WithClock(clk))
+	l, err := New(c, "stale-reading", 1000, WithLocalClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestStaleReadingNeverDecides(t *testing.T) {
 		t.Fatal("refused permits usable before the ordered reading")
 	}
 
-	l2, err := New(c, "stale-lapse", 1000, WithClock(clk))
+	l2, err := New(c, "stale-lapse", 1000, WithLocalClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

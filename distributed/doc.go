@@ -106,4 +106,14 @@
 // after a failover the limiter would otherwise stay in fallback for up to a
 // minute (TestClusterFailover: leasing resumes about 3 s after the kill with
 // 250 ms).
+//
+// # Options
+//
+// The module's one convention: a nil option, an option with an invalid
+// value and options that do not go together (WithColdFactor without
+// WithWarmup, WithSafeRate with FailClosed) are errors returned by New,
+// wrapping ratelimit.ErrInvalidOption and the sentinel of the value
+// (ErrInvalidLease, ratelimit.ErrInvalidBurst, ...). WithLocalClock is not
+// the root package's WithClock: the fleet's rate runs on Redis's clock,
+// and this one only measures local durations.
 package distributed

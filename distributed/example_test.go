@@ -27,7 +27,7 @@ func Example() {
 
 	lim, err := distributed.New(client, "api", 100,
 		// While Redis is away, run alone at 10/s rather than refuse.
-		distributed.WithFailOpen(10),
+		distributed.WithSafeRate(10),
 		// Says once if the client lacks ContextTimeoutEnabled.
 		distributed.WithLogger(slog.Default()),
 	)
@@ -74,7 +74,7 @@ func Example_cluster() {
 	lim, err := distributed.New(client, "uploads", 10e6, // 10 MB/s of bytes
 		distributed.WithMaxBurstSeconds(0.1),
 		distributed.WithCallTimeout(100*time.Millisecond),
-		distributed.WithFailClosed(),
+		distributed.WithFailurePolicy(distributed.FailClosed),
 	)
 	if err != nil {
 		log.Fatal(err)

@@ -22,7 +22,7 @@ func TestWrongTypeKey(t *testing.T) {
 	c := newClient(t, srv)
 	srv.CLI("SET", "ratelimit:{wt}:state", "not a hash")
 	base := clocktest.NewFake()
-	l := newSim(t, c, "wt", "p", 100, base, WithFailClosed())
+	l := newSim(t, c, "wt", "p", 100, base, WithFailurePolicy(FailClosed))
 	if l.TryAcquire(1, 0) {
 		t.Fatal("fail-closed limiter admitted over a wrong-type key")
 	}
@@ -36,7 +36,7 @@ func TestWrongTypeKey(t *testing.T) {
 	}
 	srv.CLI("DEL", "ratelimit:{wt}:demand")
 	srv.CLI("SET", "ratelimit:{wt2}:demand", "x")
-	l2 := newSim(t, c, "wt2", "p", 100, base, WithFailClosed())
+	l2 := newSim(t, c, "wt2", "p", 100, base, WithFailurePolicy(FailClosed))
 	if l2.TryAcquire(1, 0) {
 		t.Fatal("admitted over a wrong-type registry key")
 	}
@@ -146,7 +146,7 @@ func TestKillRestartFailOpen(t *testing.T) {
 func TestPausedServerFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
-	l := newSim(t, newClient(t, srv), "pause", "p", 100, base, WithFailClosed(), WithCallTimeout(100*time.Millisecond))
+	l := newSim(t, newClient(t, srv), "pause", "p", 100, base, WithFailurePolicy(FailClosed), WithCallTimeout(100*time.Millisecond))
 	drive(base, time.Second, 50, l)
 	srv.Pause()
 	base.Jump(5 * time.Second) // whatever was held has lapsed
@@ -229,7 +229,7 @@ func TestCluster(t *testing.T) {
 func TestFailOpenSafeRate(t *testing.T) {
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
-	l := newSim(t, newClient(t, srv), "safe", "p", 1000, base, WithFailOpen(20), WithCallTimeout(time.Second))
+	l := newSim(t, newClient(t, srv), "safe", "p", 1000, base, WithSafeRate(20), WithCallTimeout(time.Second))
 	drive(base, time.Second, 100, l)
 	srv.Kill()
 	base.Jump(5 * time.Second) // what was held has lapsed
@@ -348,7 +348,7 @@ func TestFailOpenBeforeFirstLease(t *testing.T) {
 	base := clocktest.NewFake()
 	const rate = 1000.0
 	bare := newSim(t, newClient(t, srv), "early", "bare", rate, base, WithCallTimeout(time.Second))
-	safe := newSim(t, newClient(t, srv), "early", "safe", rate, base, WithFailOpen(20), WithCallTimeout(time.Second))
+	safe := newSim(t, newClient(t, srv), "early", "safe", rate, base, WithSafeRate(20), WithCallTimeout(time.Second))
 	_, err := bare.Acquire(context.Background(), 1)
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no fallback rate") {
 		t.Fatalf("Acquire before any lease reply, Redis down, no safe rate: %v; want an error wrapping ErrUnavailable", err)
@@ -385,8 +385,8 @@ func TestFallbackAdmitsItsShare(t *testing.T) {
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	const share = 50.0
-	fast := newSim(t, newClient(t, srv), "fbshare", "fast", 1000, base, WithFailOpen(share), WithCallTimeout(time.Second))
-	slow := newSim(t, newClient(t, srv), "fbshare", "slow", 1000, base, WithFailOpen(share), WithCallTimeout(time.Second))
+	fast := newSim(t, newClient(t, srv), "fbshare", "fast", 1000, base, WithSafeRate(share), WithCallTimeout(time.Second))
+	slow := newSim(t, newClient(t, srv), "fbshare", "slow", 1000, base, WithSafeRate(share), WithCallTimeout(time.Second))
 	drive(base, time.Second, 100, fast, slow)
 	srv.Kill()
 	base.Jump(5 * time.Second) // what was held has lapsed
@@ -438,7 +438,7 @@ func TestFallbackAdmitsItsShare(t *testing.T) {
 func TestCallTimeoutIsNotTheCallersDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Pause()
-	closed, err := New(newClient(t, srv), "ctimeout", 100, WithFailClosed(), WithCallTimeout(50*time.Millisecond))
+	closed, err := New(newClient(t, srv), "ctimeout", 100, WithFailurePolicy(FailClosed), WithCallTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +451,7 @@ func TestCallTimeoutIsNotTheCallersDeadline(t *testing.T) {
 	}
 	// Fail open at 1/s: the first permit is free, the next one is a
 	// second away, past the caller's 200 ms deadline.
-	open, err := New(newClient(t, srv), "ctimeout", 100, WithFailOpen(1), WithCallTimeout(50*time.Millisecond))
+	open, err := New(newClient(t, srv), "ctimeout", 100, WithSafeRate(1), WithCallTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

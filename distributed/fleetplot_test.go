@@ -106,7 +106,7 @@ func runFleet(t *testing.T) fleetRun {
 		// not look like an outage; the killed server refuses
 		// connections at once anyway.
 		l, err := New(newClient(t, srv), "fleetplot", fleetRate,
-			withSim(base), WithClock(base), WithProcessID(p.id), WithCallTimeout(time.Second))
+			withSim(base), WithLocalClock(base), WithProcessID(p.id), WithCallTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

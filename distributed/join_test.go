@@ -66,7 +66,7 @@ func TestJoinMismatchRefused(t *testing.T) {
 		t.Fatal("the first permit of a new name was refused")
 	}
 	next := stateField(t, c, "col", "next")
-	jobs := newSim(t, newClient(t, srv), "col", "run", 1, base, WithUnit("jobs"), WithRefuseMismatch(), WithFailOpen(1))
+	jobs := newSim(t, newClient(t, srv), "col", "run", 1, base, WithUnit("jobs"), WithRefuseMismatch(), WithSafeRate(1))
 	if jobs.TryAcquire(1, 0) {
 		t.Fatal("a mismatched limiter joined")
 	}

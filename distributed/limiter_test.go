@@ -38,13 +38,18 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"lease 0", c, "x", 1, []Option{WithLeaseDuration(0)}, ErrInvalidLease},
 		{"validity", c, "x", 1, []Option{WithLeaseValidity(-time.Second)}, ErrInvalidLease},
 		{"timeout", c, "x", 1, []Option{WithCallTimeout(0)}, ErrInvalidLease},
-		{"safe rate", c, "x", 1, []Option{WithFailOpen(-1)}, ErrInvalidLease},
+		{"safe rate", c, "x", 1, []Option{WithSafeRate(-1)}, ErrInvalidLease},
 		{"pid", c, "x", 1, []Option{WithProcessID("a b")}, ErrInvalidProcessID},
-		{"clock", c, "x", 1, []Option{WithClock(nil)}, ratelimit.ErrInvalidClock},
+		{"clock", c, "x", 1, []Option{WithLocalClock(nil)}, ratelimit.ErrInvalidClock},
 		// The root package's WithClock refused a typed nil, which is not
 		// == nil but panics on its first Now; this package's copy of the
 		// check had drifted and let it through. They now share one.
-		{"typed nil clock", c, "x", 1, []Option{WithClock((*clocktest.Fake)(nil))}, ratelimit.ErrInvalidClock},
+		{"typed nil clock", c, "x", 1, []Option{WithLocalClock((*clocktest.Fake)(nil))}, ratelimit.ErrInvalidClock},
+		// The module's one option convention.
+		{"nil option", c, "x", 1, []Option{nil}, ratelimit.ErrInvalidOption},
+		{"bad value is an invalid option", c, "x", 1, []Option{WithLeaseDuration(0)}, ratelimit.ErrInvalidOption},
+		{"unknown policy", c, "x", 1, []Option{WithFailurePolicy(7)}, ratelimit.ErrInvalidOption},
+		{"safe rate when closed", c, "x", 1, []Option{WithFailurePolicy(FailClosed), WithSafeRate(5)}, ratelimit.ErrInvalidOption},
 	}
 	for _, tc := range cases {
 		l, err := New(tc.client, tc.lname, tc.rate, tc.opts...)
@@ -83,7 +88,7 @@ func TestRejectedCallsChangeNothing(t *testing.T) {
 func TestSingleProcessSchedule(t *testing.T) {
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
-	l, err := New(newClient(t, srv), "one", 10, withSim(base), WithClock(base), WithMaxBurstSeconds(0))
+	l, err := New(newClient(t, srv), "one", 10, withSim(base), WithLocalClock(base), WithMaxBurstSeconds(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestMisconfiguredRedisIsNotAnOutage(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Close() })
 
 	check := func(t *testing.T, c redis.UniversalClient, name, want string) {
-		l, err := New(c, name, 100, WithFailOpen(50), WithCallTimeout(2*time.Second), WithProcessID("p"))
+		l, err := New(c, name, 100, WithSafeRate(50), WithCallTimeout(2*time.Second), WithProcessID("p"))
 		require.NoError(t, err)
 		defer l.Close(context.Background())
 		for i := range 2 { // the lease call, then the fallback path
@@ -116,7 +116,7 @@ func TestStatsFallbackRate(t *testing.T) {
 	for _, tc := range []struct {
 		opt  Option
 		want float64
-	}{{WithFailOpen(50), 50}, {WithFailClosed(), 0}} {
+	}{{WithSafeRate(50), 50}, {WithFailurePolicy(FailClosed), 0}} {
 		l, err := New(down, "x", 100, tc.opt, WithProcessID("p"))
 		require.NoError(t, err)
 		assert.Zero(t, l.Stats().FallbackRate, "before any failure")

@@ -13,7 +13,11 @@ import (
 	"github.com/smoothrate/ratelimit/internal/check"
 )
 
-// An Option configures a Limiter made by New.
+// An Option configures a Limiter made by New. A nil option, an option with
+// an invalid value and options that do not go together (WithColdFactor
+// without WithWarmup, say) are errors, returned by New and wrapping
+// ratelimit.ErrInvalidOption (and the sentinel of the value, such as
+// ErrInvalidLease), as everywhere in this module.
 type Option interface {
 	apply(*config) error
 }
@@ -65,8 +69,9 @@ type config struct {
 	callTimeout   time.Duration // one Redis round trip
 	registryTTL   time.Duration // silent processes leave the fair-share registry
 
-	policy   FailurePolicy
-	safeRate float64 // fail-open rate per process; 0: R / processes
+	policy      FailurePolicy
+	safeRate    float64 // fail-open rate per process; 0: R / processes
+	setSafeRate bool
 
 	processID string
 
@@ -90,17 +95,20 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	for _, o := range opts {
 		if o == nil {
-			continue
+			return config{}, fmt.Errorf("%w: nil option", ratelimit.ErrInvalidOption)
 		}
 		if err := o.apply(&c); err != nil {
-			return config{}, err
+			return config{}, check.Option(ratelimit.ErrInvalidOption, err)
 		}
 	}
+	if c.setSafeRate && c.policy == FailClosed {
+		return config{}, fmt.Errorf("%w: WithSafeRate does not apply to the FailClosed policy", ratelimit.ErrInvalidOption)
+	}
 	if c.setWarmup && c.setBurst {
-		return config{}, fmt.Errorf("%w: WithMaxBurstSeconds on a warming-up limiter", ratelimit.ErrInvalidOption)
+		return config{}, fmt.Errorf("%w: WithMaxBurstSeconds does not apply to a warming-up limiter", ratelimit.ErrInvalidOption)
 	}
 	if c.setCold && !c.setWarmup {
-		return config{}, fmt.Errorf("%w: WithColdFactor without WithWarmup", ratelimit.ErrInvalidOption)
+		return config{}, fmt.Errorf("%w: WithColdFactor does not apply without WithWarmup", ratelimit.ErrInvalidOption)
 	}
 	if c.leaseValidity == 0 {
 		c.leaseValidity = max(time.Second, 10*c.leaseDuration)
@@ -121,12 +129,13 @@ func buildConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// WithClock makes the limiter measure local durations (lease lifetimes,
-// waits, demand) on c and sleep on it. The limiter's rate never depends on
-// this clock: the global state runs on the Redis server's clock, so clock
-// skew between processes changes nothing. Context deadlines are compared
-// with c.Now(), as in the root package.
-func WithClock(c ratelimit.Clock) Option {
+// WithLocalClock makes the limiter measure local durations (lease
+// lifetimes, waits, demand) on c and sleep on it. The limiter's rate never
+// depends on this clock: the global state runs on the Redis server's clock,
+// so clock skew between processes changes nothing (hence not the root
+// package's WithClock, which is a limiter's whole time). Context deadlines
+// are compared with c.Now(), as in the root package.
+func WithLocalClock(c ratelimit.Clock) Option {
 	return optionFunc(func(cfg *config) error {
 		if err := check.Clock(c); err != nil {
 			return err
@@ -218,19 +227,33 @@ func WithCallTimeout(d time.Duration) Option {
 	})
 }
 
-// WithFailOpen selects the FailOpen policy (the default). safeRate is the
-// per-process rate while Redis is away; 0 means the fleet rate divided by
-// the number of processes Redis last reported. A process that Redis has
-// never answered a lease for knows no process count: with safeRate 0 it
-// then refuses (Acquire returns an error wrapping ErrUnavailable,
-// TryAcquire false) until Redis answers; give a safe rate to keep serving
-// through an outage that starts before the first lease.
-func WithFailOpen(safeRate float64) Option {
+// WithFailurePolicy says what the limiter does while Redis cannot be
+// reached: FailOpen (the default) or FailClosed. Any other value is an
+// error.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return optionFunc(func(cfg *config) error {
+		if p != FailOpen && p != FailClosed {
+			return fmt.Errorf("%w: failure policy %d", ratelimit.ErrInvalidOption, p)
+		}
+		cfg.policy = p
+		return nil
+	})
+}
+
+// WithSafeRate sets the per-process rate of the FailOpen policy while
+// Redis is away (finite or +Inf, not negative); 0, the default, means the
+// fleet rate divided by the number of processes Redis last reported. A
+// process that Redis has never answered a lease for knows no process count:
+// with safe rate 0 it then refuses (Acquire returns an error wrapping
+// ErrUnavailable, TryAcquire false) until Redis answers; give a safe rate to
+// keep serving through an outage that starts before the first lease. With
+// WithFailurePolicy(FailClosed) it is an error.
+func WithSafeRate(safeRate float64) Option {
 	return optionFunc(func(cfg *config) error {
 		if math.IsNaN(safeRate) || safeRate < 0 {
 			return fmt.Errorf("%w: safe rate %v", ErrInvalidLease, safeRate)
 		}
-		cfg.policy, cfg.safeRate = FailOpen, safeRate
+		cfg.safeRate, cfg.setSafeRate = safeRate, true
 		return nil
 	})
 }
@@ -244,14 +267,6 @@ func WithFailOpen(safeRate float64) Option {
 func WithLogger(logger *slog.Logger) Option {
 	return optionFunc(func(cfg *config) error {
 		cfg.logger = logger
-		return nil
-	})
-}
-
-// WithFailClosed selects the FailClosed policy.
-func WithFailClosed() Option {
-	return optionFunc(func(cfg *config) error {
-		cfg.policy = FailClosed
 		return nil
 	})
 }

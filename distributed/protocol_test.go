@@ -42,7 +42,7 @@ func stateField(t *testing.T, c redis.UniversalClient, name, field string) float
 // newSim makes a limiter in the deterministic simulation on base.
 func newSim(t *testing.T, c redis.UniversalClient, name, pid string, rate float64, base *clocktest.Fake, opts ...Option) *Limiter {
 	t.Helper()
-	opts = append([]Option{withSim(base), WithClock(base), WithProcessID(pid)}, opts...)
+	opts = append([]Option{withSim(base), WithLocalClock(base), WithProcessID(pid)}, opts...)
 	l, err := New(c, name, rate, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestClockJumpBackIsClamped(t *testing.T) {
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	var offset int64
-	l, err := New(newClient(t, srv), "jump", 100, WithClock(base), WithProcessID("p"),
+	l, err := New(newClient(t, srv), "jump", 100, WithLocalClock(base), WithProcessID("p"),
 		optionFunc(func(c *config) error {
 			c.scriptTime = func() int64 { return redisEpoch + base.Elapsed().Microseconds() + offset }
 			c.syncPrefetch = true

@@ -66,7 +66,7 @@ func TestFleetAtScale(t *testing.T) {
 		rate := float64(n)
 		lims := make([]*Limiter, n)
 		for i := range lims {
-			l, err := New(c, fmt.Sprint("scale", n), rate, withSim(base), WithClock(base), WithProcessID(fmt.Sprint("p", i)))
+			l, err := New(c, fmt.Sprint("scale", n), rate, withSim(base), WithLocalClock(base), WithProcessID(fmt.Sprint("p", i)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,7 +53,7 @@ func runSim(t *testing.T, srv *redistest.Server, sc simConfig) simResult {
 	for i := range lims {
 		opts := append([]Option{
 			withSim(base),
-			WithClock(skewed{base, sc.skews[i%len(sc.skews)]}),
+			WithLocalClock(skewed{base, sc.skews[i%len(sc.skews)]}),
 			WithProcessID(fmt.Sprintf("p%d", i)),
 		}, sc.opts...)
 		l, err := New(newClient(t, srv), sc.name, sc.rate, opts...)

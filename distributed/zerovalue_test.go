@@ -42,7 +42,7 @@ type panickyClient struct{ redis.UniversalClient }
 // runs a Redis call, becomes that call's error instead of ending the
 // process.
 func TestClientPanicIsAnError(t *testing.T) {
-	l, err := New(panickyClient{}, "x", 10, WithFailClosed())
+	l, err := New(panickyClient{}, "x", 10, WithFailurePolicy(FailClosed))
 	require.NoError(t, err)
 	_, err = l.Acquire(context.Background(), 1)
 	require.Error(t, err)

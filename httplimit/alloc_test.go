@@ -14,7 +14,7 @@ import (
 // TestAllocations holds the middleware to its budget: at most two
 // allocations per allowed request on top of the handler's own.
 func TestAllocations(t *testing.T) {
-	lim := newLimiterOn(t, throttle.NewMemoryStore(), throttle.GCRA, throttle.Limit{Count: 1 << 30, Period: time.Second})
+	lim := newLimiterOn(t, memStore(), throttle.GCRA, throttle.Limit{Count: 1 << 30, Period: time.Second})
 	for name, opts := range map[string][]Option{
 		"ip":                 nil,
 		"ipv6":               nil,
@@ -53,7 +53,7 @@ func TestAllocations(t *testing.T) {
 // adds two allocations (all keys share one, the headers one) to what
 // throttle.AllowAll itself costs.
 func TestAllocationsSeveralLimits(t *testing.T) {
-	store := throttle.NewMemoryStore()
+	store := memStore()
 	l := throttle.Limit{Count: 1 << 30, Period: time.Second}
 	lims := []*throttle.Limiter{newLimiterOn(t, store, throttle.GCRA, l), newLimiterOn(t, store, throttle.GCRA, l), newLimiterOn(t, store, throttle.GCRA, l)}
 	backend := &ok{}

@@ -20,7 +20,7 @@ const benchClients = 10_000
 func benchLimiter(b *testing.B) *throttle.Limiter {
 	// State that lives for the whole run, as on a busy server: a second of
 	// debt per request, a bucket no benchmark fills.
-	return newLimiterOn(b, throttle.NewMemoryStore(), throttle.GCRA, throttle.Limit{Count: 1000, Period: 1000 * time.Second, Burst: 1 << 30})
+	return newLimiterOn(b, memStore(), throttle.GCRA, throttle.Limit{Count: 1000, Period: 1000 * time.Second, Burst: 1 << 30})
 }
 
 func BenchmarkAllowN(b *testing.B) {

@@ -33,4 +33,10 @@
 // docs/http.md shows the middleware in a program, the `ratelimit proxy`
 // command that puts it in front of any service, and how to key clients
 // safely behind a load balancer.
+//
+// # Options
+//
+// The module's one convention: a nil option, an option with an invalid
+// value and options that contradict each other (WithFailOpen and
+// WithFailClosed) are errors returned by New, wrapping ErrInvalidOption.
 package httplimit

@@ -14,7 +14,11 @@ import (
 // Two requests per minute per client IP, in front of a handler. In a real
 // program the last lines are http.ListenAndServe(":8080", limit(hello)).
 func Example() {
-	lim, err := throttle.New(throttle.NewMemoryStore(), throttle.GCRA, throttle.PerMinute(2))
+	store, err := throttle.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := throttle.New(store, throttle.GCRA, throttle.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,7 +44,7 @@ func Example() {
 // Behind a load balancer at 10.0.0.0/8 that appends to X-Forwarded-For.
 // (The fake clock keeps the printed seconds exact; a server leaves it out.)
 func ExampleWithLimit() {
-	store := throttle.NewMemoryStore(throttle.WithClock(clocktest.NewFake()))
+	store, _ := throttle.NewMemoryStore(throttle.WithStoreClock(clocktest.NewFake()))
 	perClient, _ := throttle.New(store, throttle.GCRA, throttle.PerMinute(100))
 	perRoute, _ := throttle.New(store, throttle.GCRA, throttle.PerMinute(10))
 	limit, err := httplimit.New(perClient,

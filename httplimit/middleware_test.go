@@ -64,9 +64,18 @@ func newLimiter(t testing.TB, clk *testClock) *throttle.Limiter {
 
 func storeOn(clk *testClock) *throttle.MemoryStore {
 	if clk == nil {
-		return throttle.NewMemoryStore()
+		return memStore()
 	}
-	return throttle.NewMemoryStore(throttle.WithClock(clk))
+	return memStore(throttle.WithStoreClock(clk))
+}
+
+// memStore is throttle.NewMemoryStore for tests whose options are right.
+func memStore(opts ...throttle.StoreOption) *throttle.MemoryStore {
+	s, err := throttle.NewMemoryStore(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func newLimiterOn(t testing.TB, s throttle.Store, alg throttle.Algorithm, l throttle.Limit) *throttle.Limiter {
@@ -252,7 +261,7 @@ func TestXRateLimitHeadersOnAllowed(t *testing.T) {
 }
 
 func TestPolicyWindowRoundsUp(t *testing.T) {
-	lim := newLimiterOn(t, throttle.NewMemoryStore(), throttle.GCRA, throttle.Limit{Count: 10, Period: 1500 * time.Millisecond})
+	lim := newLimiterOn(t, memStore(), throttle.GCRA, throttle.Limit{Count: 10, Period: 1500 * time.Millisecond})
 	h, _ := handler(t, lim, WithName("api"))
 	if got := do(h, "192.0.2.1:1", "/").Header().Get("RateLimit-Policy"); got != `"api";q=10;w=2` {
 		t.Errorf("RateLimit-Policy %q", got)
@@ -462,7 +471,7 @@ func TestHooksAndDenyHandler(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	lim := newLimiter(t, nil)
-	other := newLimiterOn(t, throttle.NewMemoryStore(), throttle.GCRA, throttle.PerSecond(1))
+	other := newLimiterOn(t, memStore(), throttle.GCRA, throttle.PerSecond(1))
 	for name, opts := range map[string][]Option{
 		"nil option":      {nil},
 		"bad CIDR":        {WithTrustedProxies("10.0.0.0/33")},
@@ -477,6 +486,7 @@ func TestBadOptions(t *testing.T) {
 		"nil context fn":  {WithKey(FromContext(nil))},
 		"bad prefix":      {WithIPPrefix(0, 64)},
 		"bad fail closed": {WithFailClosed(0)},
+		"open and closed": {WithFailOpen(), WithFailClosed(time.Second)},
 		"nil cost":        {WithCost(nil)},
 		"nil hook":        {WithErrorHook(nil)},
 		"bad header kind": {WithForwardingHeader(9)},

@@ -13,11 +13,14 @@ import (
 )
 
 // ErrInvalidOption is wrapped by every error New returns: a nil limiter, a
-// bad CIDR, a policy name the headers cannot carry, a prefix length out of
-// range.
+// nil option, a bad CIDR, a policy name the headers cannot carry, a prefix
+// length out of range, options that contradict each other.
 var ErrInvalidOption = errors.New("httplimit: invalid option")
 
-// An Option configures the middleware New returns.
+// An Option configures the middleware New returns. A nil option, an
+// option with an invalid value and options that contradict each other
+// (WithFailOpen and WithFailClosed) are errors wrapping ErrInvalidOption,
+// returned by New, as everywhere in this module.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -39,6 +42,7 @@ type config struct {
 	v4Bits, v6Bits int
 	xHeaders       bool
 	failOpen       bool
+	setFailClosed  bool
 	closedRetry    time.Duration
 	storeTimeout   time.Duration
 	onError        func(*http.Request, error)
@@ -71,6 +75,9 @@ func build(lim *throttle.Limiter, opts []Option) (*config, error) {
 			continue
 		}
 		o.apply(c)
+	}
+	if c.failOpen && c.setFailClosed {
+		c.errorf("WithFailOpen and WithFailClosed together")
 	}
 	seen := map[string]bool{}
 	for _, l := range c.limits {
@@ -249,7 +256,8 @@ func WithXRateLimitHeaders() Option {
 }
 
 // WithFailOpen lets requests through, without rate-limit headers, when the
-// store fails (Redis down, a timeout). The default is to fail closed.
+// store fails (Redis down, a timeout). The default is to fail closed
+// (WithFailClosed); giving both is an error.
 // Either way the error goes to the hook of WithErrorHook.
 func WithFailOpen() Option {
 	return optionFunc(func(c *config) { c.failOpen = true })
@@ -264,7 +272,7 @@ func WithFailClosed(retryAfter time.Duration) Option {
 			c.errorf("fail-closed Retry-After %v must be positive", retryAfter)
 			return
 		}
-		c.failOpen, c.closedRetry = false, retryAfter
+		c.setFailClosed, c.closedRetry = true, retryAfter
 	})
 }
 
@@ -310,8 +318,9 @@ func WithRefusalHook(f func(r *http.Request, d throttle.Decision)) Option {
 	})
 }
 
-// WithDenyHandler replaces the response to a refused request (Deny, a
-// problem+json body). When f runs, the RateLimit headers and Retry-After
+// WithDenyHandler replaces the default response to a refused request (429
+// Too Many Requests with an RFC 9457 problem+json body naming the policies
+// that refused). When f runs, the RateLimit headers and Retry-After
 // are already set; d is the strictest refusal. f must write the status.
 func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, d throttle.Decision)) Option {
 	return optionFunc(func(c *config) {

@@ -160,11 +160,11 @@ func (e *DeadlineError) Temporary() bool { return true }
 var _ net.Error = (*DeadlineError)(nil)
 
 // NewConn returns c with its reads paying lim.Read and its writes paying
-// lim.Write. The only errors come from invalid options and a nil c
-// (ErrInvalidArgument); WithContext does not apply to connections (they
-// have deadlines) and is ignored.
+// lim.Write. The only errors come from invalid options (ErrInvalidOption;
+// WithContext does not apply to connections, which have deadlines) and a
+// nil c (ErrInvalidArgument).
 func NewConn(c net.Conn, lim Limits, opts ...Option) (*Conn, error) {
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConnConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +172,16 @@ func NewConn(c net.Conn, lim Limits, opts ...Option) (*Conn, error) {
 		return nil, fmt.Errorf("%w: nil net.Conn", ErrInvalidArgument)
 	}
 	return newConn(c, lim, Limits{}, cfg), nil
+}
+
+// buildConnConfig is buildConfig for connections, which have deadlines
+// instead of a context.
+func buildConnConfig(opts []Option) (config, error) {
+	cfg, err := buildConfig(opts)
+	if err == nil && cfg.setCtx {
+		err = fmt.Errorf("%w: WithContext on a connection (it has deadlines)", ErrInvalidOption)
+	}
+	return cfg, err
 }
 
 func newConn(c net.Conn, own, shared Limits, cfg config) *Conn {
@@ -266,10 +276,11 @@ type Listener struct {
 // limit). perConn, if not nil, is called for each accepted connection and
 // returns that connection's own limits (new limiters each time, or the
 // connection is not limited on its own). A connection pays its own limiter
-// first, then the shared one. The only errors come from invalid options and
-// a nil l (ErrInvalidArgument).
+// first, then the shared one. The only errors come from invalid options
+// (ErrInvalidOption; WithContext does not apply) and a nil l
+// (ErrInvalidArgument).
 func NewListener(l net.Listener, shared Limits, perConn func(net.Conn) Limits, opts ...Option) (*Listener, error) {
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConnConfig(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -39,4 +39,11 @@
 //
 // The units of the command line ("500k", "1MiB/s", "2Gbit") are parsed by
 // ParseRate and ParseSize.
+//
+// # Options
+//
+// The module's one convention: a nil option, an option with an invalid
+// value and one that does not apply to the constructor (WithContext to
+// NewConn or NewListener, whose connections have deadlines) are errors
+// returned by the constructor, wrapping ErrInvalidOption.
 package shape

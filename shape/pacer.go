@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/check"
 )
 
 // Chunk sizing. A chunk is the unit of payment and of I/O: one Acquire, then
@@ -51,7 +52,10 @@ func ChunkSize(bytesPerSecond float64) int {
 }
 
 // An Option configures a shaper made by NewWriter, NewReader, NewConn or
-// NewListener.
+// NewListener. A nil option, an option with an invalid value and an option
+// that does not apply to the constructor it is given to (WithContext to
+// NewConn or NewListener) are errors wrapping ErrInvalidOption, returned by
+// the constructor, as everywhere in this module.
 type Option interface {
 	apply(*config) error
 }
@@ -65,6 +69,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	chunk  int // 0: ChunkSize of the current rate
 	ctx    context.Context
+	setCtx bool // WithContext was given: streams only
 	shared []ratelimit.Acquirer
 }
 
@@ -72,10 +77,10 @@ func buildConfig(opts []Option) (config, error) {
 	c := config{ctx: context.Background()}
 	for _, o := range opts {
 		if o == nil {
-			continue
+			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := o.apply(&c); err != nil {
-			return config{}, err
+			return config{}, check.Option(ErrInvalidOption, err)
 		}
 	}
 	return c, nil
@@ -98,13 +103,14 @@ func WithChunkSize(n int) Option {
 // then returns the bytes moved so far and ctx's error. A context deadline
 // that a wait cannot meet fails the call at once (see ratelimit.Limiter's
 // Acquire) with a *DeadlineError, which matches os.ErrDeadlineExceeded and
-// context.DeadlineExceeded. Connections ignore it; they have deadlines.
+// context.DeadlineExceeded. Readers and Writers only: connections have
+// deadlines, and NewConn and NewListener refuse it.
 func WithContext(ctx context.Context) Option {
 	return optionFunc(func(c *config) error {
 		if ctx == nil {
 			return fmt.Errorf("%w: nil context", ErrInvalidOption)
 		}
-		c.ctx = ctx
+		c.ctx, c.setCtx = ctx, true
 		return nil
 	})
 }
@@ -114,12 +120,13 @@ func WithContext(ctx context.Context) Option {
 // limiter is paid first so that a stream held back by its own limit does not
 // book shared bandwidth it cannot use yet. Since both limiters count time
 // from the same moments, the wait is about the longer of the two, not their
-// sum. A nil lim is ignored.
+// sum. A nil lim is an error.
 func WithShared(lim ratelimit.Acquirer) Option {
 	return optionFunc(func(c *config) error {
-		if lim != nil {
-			c.shared = append(c.shared, lim)
+		if check.IsNil(lim) {
+			return fmt.Errorf("%w: nil shared limiter", ErrInvalidOption)
 		}
+		c.shared = append(c.shared, lim)
 		return nil
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"testing"
 	"time"
 
@@ -240,7 +241,33 @@ func TestWriterOptionErrors(t *testing.T) {
 	if _, err := shape.NewReader(nil, nil, shape.WithContext(nil)); !errors.Is(err, shape.ErrInvalidOption) { //nolint:staticcheck
 		t.Errorf("nil context: err = %v, want ErrInvalidOption", err)
 	}
+	// The module's one option convention: a nil option, a bad value and an
+	// option that does not apply are errors from the constructor.
+	var out bytes.Buffer
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	for name, mk := range map[string]func() error{
+		"nil option": func() error { _, err := shape.NewWriter(&out, nil, nil); return err },
+		"nil shared": func() error { _, err := shape.NewWriter(&out, nil, shape.WithShared(nil)); return err },
+		"context on a Conn": func() error {
+			_, err := shape.NewConn(c1, shape.Limits{}, shape.WithContext(context.Background()))
+			return err
+		},
+		"context on a Listener": func() error {
+			_, err := shape.NewListener(fakeListener{}, shape.Limits{}, nil, shape.WithContext(context.Background()))
+			return err
+		},
+		"chunk size wraps both": func() error { _, err := shape.NewWriter(&out, nil, shape.WithChunkSize(0)); return err },
+	} {
+		if err := mk(); !errors.Is(err, shape.ErrInvalidOption) {
+			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
+		}
+	}
 }
+
+// fakeListener is a net.Listener that accepts nothing.
+type fakeListener struct{ net.Listener }
 
 // The context ends the waits: Write returns what was written and the
 // context's error. A deadline the next wait cannot meet fails at once.

@@ -74,8 +74,8 @@ func TestAllowAllSameKeyTwice(t *testing.T) {
 
 func TestAllowAllErrors(t *testing.T) {
 	ctx := context.Background()
-	a := mustNew(t, NewMemoryStore(), GCRA, PerSecond(1))
-	b := mustNew(t, NewMemoryStore(), GCRA, PerSecond(1))
+	a := mustNew(t, memStore(), GCRA, PerSecond(1))
+	b := mustNew(t, memStore(), GCRA, PerSecond(1))
 	if _, err := AllowAll(ctx, Check{a, "k", 1}, Check{b, "k", 1}); !errors.Is(err, ErrMixedStores) {
 		t.Errorf("mixed stores: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestAllowAllErrors(t *testing.T) {
 // its limit in total.
 func TestAllowAllConcurrentNoDeadlock(t *testing.T) {
 	ctx := context.Background()
-	s := NewMemoryStore(WithClock(newSetClock()))
+	s := memStore(WithStoreClock(newSetClock()))
 	lim := mustNew(t, s, SlidingLog, PerHour(50))
 	keys := make([]string, 8)
 	for i := range keys {
@@ -141,7 +141,7 @@ func TestAllowAllConcurrentNoDeadlock(t *testing.T) {
 // checks copy the key's log.
 func TestAllowAllAllocatesOnlyItsAnswer(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk))
+	s := memStore(WithStoreClock(clk))
 	ctx := context.Background()
 	ip := mustNew(t, s, GCRA, PerSecond(1_000_000))
 	route := mustNew(t, s, FixedWindow, PerSecond(1_000_000))

@@ -57,7 +57,7 @@ func BenchmarkDecide(b *testing.B) {
 func BenchmarkMemoryAllow(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range []Algorithm{GCRA, FixedWindow, SlidingWindow, TokenBucket, LeakyBucket} {
-		lim := mustNew(b, NewMemoryStore(), alg, dayLimit)
+		lim := mustNew(b, memStore(), alg, dayLimit)
 		for _, k := range benchKeys {
 			mustAllow(b, lim, k, 1)
 		}
@@ -85,7 +85,7 @@ func BenchmarkMemoryAllow(b *testing.B) {
 // pair allowed.
 func BenchmarkMemoryAllowAll(b *testing.B) {
 	ctx := context.Background()
-	s := NewMemoryStore()
+	s := memStore()
 	ip := mustNew(b, s, GCRA, dayLimit)
 	route := mustNew(b, s, FixedWindow, dayLimit)
 	routes := slices.Clone(benchKeys)
@@ -112,7 +112,7 @@ func BenchmarkMemoryAllowAll(b *testing.B) {
 // BenchmarkMemoryAllow's time that is instructions.
 func BenchmarkMemoryAllowFewKeys(b *testing.B) {
 	keys := benchKeys[:1000]
-	lim := mustNew(b, NewMemoryStore(), GCRA, dayLimit)
+	lim := mustNew(b, memStore(), GCRA, dayLimit)
 	for _, k := range keys {
 		mustAllow(b, lim, k, 1)
 	}
@@ -131,7 +131,7 @@ func BenchmarkMemoryAllowFewKeys(b *testing.B) {
 // unordered where it can (internal/tsc), and reads the clock after the key's
 // hash.
 func BenchmarkMemoryAllowParts(b *testing.B) {
-	s := NewMemoryStore()
+	s := memStore()
 	lim := mustNew(b, s, GCRA, dayLimit)
 	for _, k := range benchKeys {
 		mustAllow(b, lim, k, 1)
@@ -200,7 +200,7 @@ func BenchmarkClockRead(b *testing.B) {
 		}
 	})
 	b.Run("store", func(b *testing.B) {
-		s := NewMemoryStore()
+		s := memStore()
 		for b.Loop() {
 			us, _ := s.now()
 			sinkMicros += us

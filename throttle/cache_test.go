@@ -19,8 +19,8 @@ func TestRefusalCacheFlood(t *testing.T) {
 			c := newRedisClient(t, f.srv.Addr())
 			c.AddHook(log)
 			pre := redisPrefix.Add(1)
-			cached := fakeTimeStore(c, WithClock(clk), WithRefusalCache(1000), WithKeyPrefix(fmt.Sprintf("rc%d:", pre)))
-			plain := fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("rp%d:", pre)))
+			cached := fakeTimeStore(c, WithStoreClock(clk), WithRefusalCache(1000), WithKeyPrefix(fmt.Sprintf("rc%d:", pre)))
+			plain := fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("rp%d:", pre)))
 			l := Limit{Count: 10, Period: time.Second}
 			lc, lp := mustNew(t, cached, alg, l), mustNew(t, plain, alg, l)
 			const requests = 10_000
@@ -52,7 +52,7 @@ func TestRefusalCacheResetAndLimits(t *testing.T) {
 	log := newCallLog()
 	c := newRedisClient(t, f.srv.Addr())
 	c.AddHook(log)
-	s := NewRedisStore(c, WithClock(clk), WithRefusalCache(100))
+	s := redisStore(c, WithStoreClock(clk), WithRefusalCache(100))
 	lim := mustNew(t, s, GCRA, PerMinute(1))
 	mustAllow(t, lim, "k", 1)
 	if d := mustAllow(t, lim, "k", 1); d.Allowed || s.cache.len() != 1 {
@@ -82,7 +82,7 @@ func TestRefusalCacheResetAndLimits(t *testing.T) {
 	// A Reset by another process is seen once the cached RetryAfter
 	// has passed, not before.
 	d := mustAllow(t, lim, "k", 1)
-	other := mustNew(t, NewRedisStore(f.client, WithClock(clk)), GCRA, PerMinute(1))
+	other := mustNew(t, redisStore(f.client, WithStoreClock(clk)), GCRA, PerMinute(1))
 	if err := other.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func TestDefectRefusalsLockClientOut(t *testing.T) {
 // TTL on every key; its own tests check it).
 func TestDefectKeysLiveForever(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk))
+	s := memStore(WithStoreClock(clk))
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerSecond(10))
 		for i := range 100 {

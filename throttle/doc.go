@@ -29,10 +29,16 @@
 // tests replay redis-cell's, throttled's and redis_rate's vectors and the
 // reference articles' known defects through both.
 //
-// Bad input (an invalid limit, n < 0, an empty key, a bad option) is an
-// error wrapping one of the sentinels in errors.go; nothing panics.
+// Bad input (an invalid limit, n < 0, an empty key) is an error wrapping
+// one of the sentinels in errors.go; nothing panics. Options follow the
+// module's one convention: a nil option, a bad value or an option that does
+// not apply to the store it is given to is an error wrapping
+// ErrInvalidOption, returned by the store's constructor.
 //
-//	store := throttle.NewMemoryStore()
+// The package stands alone: its Clock is its own one-method interface, so
+// it does not compile the root package's Guava engine.
+//
+//	store, err := throttle.NewMemoryStore()
 //	lim, err := throttle.New(store, throttle.GCRA, throttle.PerMinute(100))
 //	d, err := lim.Allow(ctx, "user:42")
 //	if !d.Allowed { /* 429, Retry-After: d.RetryAfter */ }

@@ -18,15 +18,17 @@ var (
 	ErrEmptyKey = errors.New("throttle: key must not be empty")
 	// ErrKeyTooLong: the key is longer than MaxKeyLen bytes.
 	ErrKeyTooLong = errors.New("throttle: key longer than MaxKeyLen")
-	// ErrInvalidOption: a store option with a bad value, or one that does
-	// not apply to that store. The store keeps the error: New and every
-	// call return it.
+	// ErrInvalidOption: a nil store option, one with a bad value, or one
+	// that does not apply to that store, returned by NewMemoryStore or
+	// NewRedisStore; a nil client given to NewRedisStore.
 	ErrInvalidOption = errors.New("throttle: invalid store option")
 	// ErrNilStore: New was given a nil Store, or a Limiter's zero value
 	// was used.
 	ErrNilStore = errors.New("throttle: no store")
-	// ErrInvalidTime: the clock read a time before the Unix epoch or
-	// after 2255 (microseconds since the epoch must stay below 2^53).
+	// ErrInvalidTime: the clock read a time before the Unix epoch or in
+	// 2112 or later (microseconds since the epoch must stay below 2^52, so
+	// that a time plus a period stays an exact float64 in the Redis
+	// scripts).
 	ErrInvalidTime = errors.New("throttle: clock time out of range")
 	// ErrMixedStores: AllowAll was given limiters over different stores.
 	ErrMixedStores = errors.New("throttle: checks use different stores")
@@ -34,6 +36,23 @@ var (
 	// than the algorithm keeps there (another program wrote it).
 	ErrWrongType = errors.New("throttle: redis key holds a value of the wrong type")
 	// ErrStore: the store failed (Redis unreachable, a script error, a
-	// timeout). The underlying error is wrapped too.
+	// timeout). The underlying error is wrapped too, and so is one of
+	// ErrUnavailable or ErrMisconfigured when the failure is one of theirs.
 	ErrStore = errors.New("throttle: store failed")
+	// ErrUnavailable: the store could not get an answer from Redis: the
+	// connection was refused or lost, the call timed out, or the server
+	// said it cannot serve now (LOADING, CLUSTERDOWN, MASTERDOWN,
+	// TRYAGAIN, a replica that became read-only in a failover). It is an
+	// outage: a retry later may succeed, and a caller may choose to fail
+	// open on it. Errors wrapping it also wrap ErrStore.
+	ErrUnavailable = errors.New("throttle: redis unavailable")
+	// ErrMisconfigured: Redis answered with an error that no retry can
+	// fix: a missing or wrong password (NOAUTH, WRONGPASS, NOPERM), a
+	// database index the server does not have, a cluster client against
+	// a server that is not in a cluster, an unknown command, a script the
+	// server cannot compile or run, a key of another type (ErrWrongType
+	// errors wrap it too). It is a configuration error, not an outage:
+	// never fail open on it. Errors wrapping it also wrap ErrStore and do
+	// not match ErrUnavailable.
+	ErrMisconfigured = errors.New("throttle: redis is not set up for this store")
 )

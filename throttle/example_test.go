@@ -13,7 +13,10 @@ import (
 // request in the same instant is refused and told exactly when to retry.
 func ExampleNewMemoryStore() {
 	clk := clocktest.NewFake()
-	store := throttle.NewMemoryStore(throttle.WithClock(clk))
+	store, err := throttle.NewMemoryStore(throttle.WithStoreClock(clk))
+	if err != nil {
+		panic(err)
+	}
 	lim, err := throttle.New(store, throttle.GCRA, throttle.PerSecond(3))
 	if err != nil {
 		panic(err)
@@ -42,7 +45,8 @@ func ExampleNewMemoryStore() {
 // seconds.
 func ExampleLimit_clThrottle() {
 	clk := clocktest.NewFake()
-	lim, _ := throttle.New(throttle.NewMemoryStore(throttle.WithClock(clk)), throttle.GCRA,
+	store, _ := throttle.NewMemoryStore(throttle.WithStoreClock(clk))
+	lim, _ := throttle.New(store, throttle.GCRA,
 		throttle.Limit{Count: 30, Period: 60 * time.Second, Burst: 15 + 1})
 	d, _ := lim.Allow(context.Background(), "user123")
 	fmt.Printf("%v %d %d %v %v\n", d.Allowed, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter)
@@ -54,7 +58,8 @@ func ExampleLimit_clThrottle() {
 // be allowed: its RetryAfter is Never.
 func ExampleLimiter_AllowN() {
 	clk := clocktest.NewFake()
-	lim, _ := throttle.New(throttle.NewMemoryStore(throttle.WithClock(clk)), throttle.SlidingLog, throttle.PerMinute(10))
+	store, _ := throttle.NewMemoryStore(throttle.WithStoreClock(clk))
+	lim, _ := throttle.New(store, throttle.SlidingLog, throttle.PerMinute(10))
 	ctx := context.Background()
 	d, _ := lim.AllowN(ctx, "upload:alice", 4)
 	fmt.Println("4:", d.Allowed, d.Remaining)
@@ -71,7 +76,7 @@ func ExampleLimiter_AllowN() {
 // Per IP and per route at once: both are counted, or neither.
 func ExampleAllowAll() {
 	clk := clocktest.NewFake()
-	store := throttle.NewMemoryStore(throttle.WithClock(clk))
+	store, _ := throttle.NewMemoryStore(throttle.WithStoreClock(clk))
 	perIP, _ := throttle.New(store, throttle.SlidingWindow, throttle.PerMinute(100))
 	perRoute, _ := throttle.New(store, throttle.FixedWindow, throttle.PerMinute(1))
 	ctx := context.Background()
@@ -91,7 +96,7 @@ func ExampleAllowAll() {
 // and how many it had to forget.
 func ExampleMemoryStore_Stats() {
 	clk := clocktest.NewFake()
-	store := throttle.NewMemoryStore(throttle.WithClock(clk), throttle.WithMaxKeys(1000))
+	store, _ := throttle.NewMemoryStore(throttle.WithStoreClock(clk), throttle.WithMaxKeys(1000))
 	lim, _ := throttle.New(store, throttle.GCRA, throttle.PerHour(5))
 	for i := range 5000 {
 		lim.Allow(context.Background(), fmt.Sprint("ip:", i))

@@ -41,7 +41,7 @@ func FuzzAlgorithms(f *testing.F) {
 		}
 		ops := fuzzTrace(m.p, trace)
 		clk := newSetClock()
-		lim := mustNew(t, NewMemoryStore(WithClock(clk)), alg, l)
+		lim := mustNew(t, memStore(WithStoreClock(clk)), alg, l)
 		var adm []admitted
 		var latest, seen int64
 		monotone := true

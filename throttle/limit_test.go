@@ -9,7 +9,7 @@ import (
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
-	s := NewMemoryStore()
+	s := memStore()
 	for _, c := range []struct {
 		alg  Algorithm
 		l    Limit
@@ -60,7 +60,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 
 func TestLimiterRejectsBadCalls(t *testing.T) {
 	ctx := context.Background()
-	lim := mustNew(t, NewMemoryStore(), GCRA, PerSecond(1))
+	lim := mustNew(t, memStore(), GCRA, PerSecond(1))
 	if _, err := lim.AllowN(ctx, "k", -1); !errors.Is(err, ErrInvalidCost) {
 		t.Errorf("n = -1: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestLimitHelpers(t *testing.T) {
 			t.Errorf("%+v.String() = %q, want %q", c.l, got, c.want)
 		}
 	}
-	lim := mustNew(t, NewMemoryStore(), TokenBucket, PerMinute(5))
+	lim := mustNew(t, memStore(), TokenBucket, PerMinute(5))
 	if got := lim.Limit(); got != (Limit{Count: 5, Period: time.Minute, Burst: 5}) || lim.Algorithm() != TokenBucket {
 		t.Errorf("Limit() = %+v, Algorithm() = %v", got, lim.Algorithm())
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/prefetch"
 	"github.com/smoothrate/ratelimit/internal/tsc"
 )
@@ -42,8 +41,7 @@ import (
 // key is only reclaimed once its state is full at a time the clock has
 // reached.
 type MemoryStore struct {
-	cfgErr error
-	clock  ratelimit.Clock // nil: the wall clock, read through wall
+	clock  Clock // nil: the wall clock, read through wall
 	wall   atomic.Pointer[wallAnchor]
 	tsc    atomic.Bool // the wall clock is extrapolated by the TSC (internal/tsc)
 	seed   *hashSeed
@@ -61,19 +59,29 @@ type MemoryStats struct {
 	Expired uint64
 }
 
-// NewMemoryStore returns an empty store. It takes WithClock and
-// WithMaxKeys and ignores WithKeyPrefix; a bad option is reported by New
-// and by every call (ErrInvalidOption), never by a panic.
-func NewMemoryStore(opts ...StoreOption) *MemoryStore {
-	cfg := buildStoreConfig(opts)
+// NewMemoryStore returns an empty store. It takes WithStoreClock and
+// WithMaxKeys; any other option, a nil one or a bad value is an error
+// wrapping ErrInvalidOption.
+func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
+	cfg, err := buildStoreConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	// A refusal cache saves round trips and a prefix names Redis keys; a
+	// MemoryStore has neither, and taking the option silently would let a
+	// caller believe it works.
 	if cfg.refusalCache > 0 {
-		// A refusal cache saves round trips; a MemoryStore has none, and
-		// taking the option silently would let a caller believe it works.
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore only", ErrInvalidOption))
+		return nil, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore only", ErrInvalidOption)
+	}
+	if cfg.setPrefix {
+		return nil, fmt.Errorf("%w: WithKeyPrefix applies to a RedisStore only", ErrInvalidOption)
+	}
+	if cfg.setTimeout {
+		return nil, fmt.Errorf("%w: WithCallTimeout applies to a RedisStore only", ErrInvalidOption)
 	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
 	seed := newHashSeed()
-	s := &MemoryStore{cfgErr: cfg.err(), clock: cfg.clock, seed: &seed, mask: uint64(n - 1)}
+	s := &MemoryStore{clock: cfg.clock, seed: &seed, mask: uint64(n - 1)}
 	// Not where time is fake: in a testing/synctest bubble, time.Now
 	// stands still while the counter runs on.
 	s.tsc.Store(cfg.clock == nil && tsc.Usable() && !tsc.FakeTime())
@@ -87,7 +95,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 		}
 		s.shards[i] = newShard(s.seed, max)
 	}
-	return s
+	return s, nil
 }
 
 // minShardKeys is the fewest keys a shard holds when there is more than
@@ -122,10 +130,10 @@ func (s *MemoryStore) err() error {
 	if s == nil {
 		return ErrNilStore
 	}
-	return s.cfgErr
+	return nil
 }
 
-// now is the store's time in µs. Without WithClock it is the wall clock,
+// now is the store's time in µs. Without WithStoreClock it is the wall clock,
 // read as the last wall reading plus the time since, counted by the
 // processor's time-stamp counter where the kernel's clock is that counter
 // (internal/tsc: the vDSO's reading is ordered after every memory reference
@@ -135,7 +143,7 @@ func (s *MemoryStore) err() error {
 // again every wallRefresh (readWall), so a step of the wall clock is
 // followed within a second (a step back is safe: see MemoryStore).
 func (s *MemoryStore) now() (int64, error) {
-	// wall is only ever set without WithClock (readWall), so the common
+	// wall is only ever set without WithStoreClock (readWall), so the common
 	// case tests nothing else; unsigned, a negative el is out of range too.
 	if a := s.wall.Load(); a != nil {
 		if a.usPerTick > 0 {
@@ -161,7 +169,7 @@ func (s *MemoryStore) now() (int64, error) {
 	return s.clockNow()
 }
 
-// clockNow is now when the anchor is missing or stale, or with WithClock.
+// clockNow is now when the anchor is missing or stale, or with WithStoreClock.
 func (s *MemoryStore) clockNow() (int64, error) {
 	if s.clock == nil {
 		return s.readWall()

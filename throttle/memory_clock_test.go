@@ -15,7 +15,7 @@ import (
 // the first anchor (monotonic) and, where the counter is usable, the
 // scaled counter from tsc.MinSpan on.
 func TestMemoryClockFollowsWall(t *testing.T) {
-	s := NewMemoryStore()
+	s := memStore()
 	if s.tsc.Load() != tsc.Usable() {
 		t.Fatalf("store uses the counter: %v; usable: %v", s.tsc.Load(), tsc.Usable())
 	}
@@ -49,7 +49,7 @@ func TestMemoryClockFollowsWall(t *testing.T) {
 // anywhere below 100 ms, and admitted requests were refused.
 func TestMemoryStoreSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore()
+		s := memStore()
 		l, err := New(s, GCRA, Limit{Count: 1, Period: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

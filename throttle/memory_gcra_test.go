@@ -25,7 +25,7 @@ func TestMemoryGCRAFusedMatchesDefinition(t *testing.T) {
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 99))
 		clk := newSetClock()
-		s := NewMemoryStore(WithClock(clk))
+		s := memStore(WithStoreClock(clk))
 		var lims []*Limiter
 		for range 1 + r.IntN(3) {
 			l := randomLimit(r, GCRA)

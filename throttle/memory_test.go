@@ -19,7 +19,7 @@ import (
 
 func TestMemoryAllowExistingKeyAllocatesNothing(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk))
+	s := memStore(WithStoreClock(clk))
 	ctx := context.Background()
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerSecond(1_000_000))
@@ -38,7 +38,7 @@ func TestMemoryAllowExistingKeyAllocatesNothing(t *testing.T) {
 
 func TestMemoryEvictsLeastRecentlyUsed(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk), WithMaxKeys(1))
+	s := memStore(WithStoreClock(clk), WithMaxKeys(1))
 	lim := mustNew(t, s, FixedWindow, PerHour(1))
 	mustAllow(t, lim, "a", 1)
 	if d := mustAllow(t, lim, "a", 1); d.Allowed {
@@ -56,7 +56,7 @@ func TestMemoryEvictsLeastRecentlyUsed(t *testing.T) {
 	// written survives; one that was not goes (the CLOCK approximation of
 	// least recently used): fill one shard, use its first key again,
 	// insert one more.
-	s = NewMemoryStore(WithClock(clk), WithMaxKeys(16*3))
+	s = memStore(WithStoreClock(clk), WithMaxKeys(16*3))
 	lim = mustNew(t, s, FixedWindow, PerHour(1))
 	sh := s.shards[0]
 	var keys []string
@@ -91,7 +91,7 @@ func shardOf(s *MemoryStore, alg Algorithm, key string) *shard {
 
 func TestMemoryReclaimsExpiredKeysIncrementally(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk), WithMaxKeys(1<<20))
+	s := memStore(WithStoreClock(clk), WithMaxKeys(1<<20))
 	lim := mustNew(t, s, GCRA, PerSecond(10))
 	const n = 10_000
 	for i := range n {
@@ -136,14 +136,9 @@ func TestMemoryReset(t *testing.T) {
 }
 
 func TestMemoryOptionErrors(t *testing.T) {
-	for _, opt := range []StoreOption{WithMaxKeys(0), WithClock(nil), nil, WithKeyPrefix("{x}"), WithRefusalCache(10)} {
-		s := NewMemoryStore(opt)
-		if _, err := New(s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("New over a store with a bad option: %v, want ErrInvalidOption", err)
-		}
-		lim := &Limiter{store: s, p: params{alg: GCRA}}
-		if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("Allow: %v, want ErrInvalidOption", err)
+	for _, opt := range []StoreOption{WithMaxKeys(0), WithStoreClock(nil), nil, WithKeyPrefix("x:"), WithKeyPrefix("{x}"), WithRefusalCache(10)} {
+		if s, err := NewMemoryStore(opt); !errors.Is(err, ErrInvalidOption) || s != nil {
+			t.Errorf("NewMemoryStore with a bad option: %v, %v, want nil, ErrInvalidOption", s, err)
 		}
 	}
 	var nilStore *MemoryStore
@@ -157,7 +152,7 @@ func TestMemoryOptionErrors(t *testing.T) {
 
 func TestMemoryClockOutOfRange(t *testing.T) {
 	clk := newSetClock()
-	lim := mustNew(t, NewMemoryStore(WithClock(clk)), GCRA, PerSecond(1))
+	lim := mustNew(t, memStore(WithStoreClock(clk)), GCRA, PerSecond(1))
 	clk.Set(time.Unix(-1, 0))
 	if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidTime) {
 		t.Fatalf("before the epoch: %v, want ErrInvalidTime", err)
@@ -181,7 +176,7 @@ func TestShardCount(t *testing.T) {
 			}
 		}
 	}
-	s := NewMemoryStore(WithMaxKeys(1000))
+	s := memStore(WithMaxKeys(1000))
 	total := 0
 	for _, sh := range s.shards {
 		total += sh.max
@@ -199,7 +194,7 @@ func TestShardCount(t *testing.T) {
 func TestMemoryNoEvictionBelowShardSize(t *testing.T) {
 	clk := newSetClock()
 	for _, c := range []struct{ maxKeys, keys int }{{1, 1}, {64, 64}, {2047, 1024}, {100_000, minShardKeys}, {DefaultMaxKeys, minShardKeys}} {
-		s := NewMemoryStore(WithClock(clk), WithMaxKeys(c.maxKeys))
+		s := memStore(WithStoreClock(clk), WithMaxKeys(c.maxKeys))
 		lim := mustNew(t, s, FixedWindow, PerHour(1))
 		for i := range c.keys {
 			mustAllow(t, lim, strconv.Itoa(i), 1)
@@ -216,7 +211,7 @@ func TestMemoryNoEvictionBelowShardSize(t *testing.T) {
 	// about m + sqrt(2 m ln n): with 128 shards of 1024 keys, 91% full;
 	// 80% would be 7 standard deviations early.)
 	const maxKeys = 1 << 17
-	s := NewMemoryStore(WithClock(clk), WithMaxKeys(maxKeys))
+	s := memStore(WithStoreClock(clk), WithMaxKeys(maxKeys))
 	lim := mustNew(t, s, FixedWindow, PerHour(1))
 	i := 0
 	for ; s.Stats().Evictions == 0; i++ {
@@ -233,7 +228,7 @@ func TestMemoryNoEvictionBelowShardSize(t *testing.T) {
 // admits exactly its limit, whatever the interleaving (run with -race).
 func TestMemoryConcurrentExact(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk), WithMaxKeys(64))
+	s := memStore(WithStoreClock(clk), WithMaxKeys(64))
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerHour(100))
 		var wg sync.WaitGroup
@@ -297,7 +292,7 @@ func floodHeapPerKey(tb testing.TB, maxKeys, flood int) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s := NewMemoryStore(WithClock(clk), WithMaxKeys(maxKeys))
+	s := memStore(WithStoreClock(clk), WithMaxKeys(maxKeys))
 	lim := mustNew(tb, s, GCRA, PerMinute(10))
 	ctx := context.Background()
 	buf := make([]byte, 0, 16)
@@ -408,10 +403,10 @@ func TestShardTableAgainstMap(t *testing.T) {
 	}
 }
 
-// TestMemoryWallClock: without WithClock the store reads the wall clock
+// TestMemoryWallClock: without WithStoreClock the store reads the wall clock
 // (through a monotonic extrapolation that is refreshed every second).
 func TestMemoryWallClock(t *testing.T) {
-	s := NewMemoryStore()
+	s := memStore()
 	before := time.Now().UnixMicro()
 	got, err := s.now()
 	after := time.Now().UnixMicro()
@@ -556,7 +551,7 @@ func FuzzShardTable(f *testing.F) {
 // shard's index and entries must agree (run with -race).
 func TestMemoryChurnKeepsInvariants(t *testing.T) {
 	clk := newSetClock()
-	s := NewMemoryStore(WithClock(clk), WithMaxKeys(200))
+	s := memStore(WithStoreClock(clk), WithMaxKeys(200))
 	ctx := context.Background()
 	var lims []*Limiter
 	for _, alg := range allAlgorithms {
@@ -664,7 +659,7 @@ func TestMemoryStatesPackOrGoWide(t *testing.T) {
 	for alg, ls := range limits {
 		r := rand.New(rand.NewPCG(7, uint64(alg)))
 		clk := newSetClock()
-		s := NewMemoryStore(WithClock(clk))
+		s := memStore(WithStoreClock(clk))
 		var lims []*Limiter
 		for _, l := range ls {
 			lims = append(lims, mustNew(t, s, alg, l))

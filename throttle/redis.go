@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // RedisStore keeps keyed-limiter state in Redis, shared by every process
@@ -40,10 +42,10 @@ import (
 //
 // # Time
 //
-// Without WithClock the scripts read Redis TIME, so every process agrees
+// Without WithStoreClock the scripts read Redis TIME, so every process agrees
 // whatever its own clock. Writing after TIME needs script effects
 // replication, the default since Redis 5: the store needs Redis 5 or later
-// (tested with 7.0). With WithClock the store passes its clock's time
+// (tested with 7.0). With WithStoreClock the store passes its clock's time
 // into the scripts (for tests; every process must then agree on the time).
 //
 // # Failures
@@ -81,7 +83,7 @@ type RedisStore struct {
 	keyPre [SlidingLog + 1]string // prefix + tag + ":" for each algorithm
 	cache  *refusalCache          // nil: off
 	group  func(key string) string
-	start  time.Time // the cache's time base without WithClock (monotonic)
+	start  time.Time // the cache's time base without WithStoreClock (monotonic)
 	// ttlFloor is the shortest TTL a script sets, in ms: 1000, or longer
 	// for tests (withTTLFloor).
 	ttlFloor int64
@@ -99,17 +101,20 @@ var algTags = [...]string{
 
 // NewRedisStore returns a store that keeps state in Redis through client
 // (a *redis.Client, *redis.ClusterClient, *redis.Ring or a failover
-// client). Options: WithKeyPrefix, WithClock and WithRefusalCache;
+// client). Options: WithKeyPrefix, WithStoreClock and WithRefusalCache;
 // WithMaxKeys does not apply (Redis bounds memory with TTLs and its own
-// maxmemory) and is recorded as an ErrInvalidOption error, as is a nil
-// client: New and every call then return it.
-func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStore {
-	cfg := buildStoreConfig(opts)
+// maxmemory). A nil client, a nil option, a bad value or an option that
+// does not apply is an error wrapping ErrInvalidOption.
+func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
 	if isNil(client) {
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil redis client", ErrInvalidOption))
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	if cfg.maxKeysSet {
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption))
+	cfg, err := buildStoreConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.setMaxKeys {
+		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
 	}
 	s := &RedisStore{client: client, cfg: cfg, start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
@@ -124,14 +129,42 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) *RedisStor
 	case *redis.Ring:
 		s.group = hashTag
 	}
-	return s
+	return s, nil
+}
+
+// DefaultCallTimeout bounds each call a RedisStore makes to Redis when
+// WithCallTimeout is not given: a round trip on a healthy network takes
+// well under a millisecond, so a call this late is an outage, and a request
+// path should not wait on go-redis's own defaults (a 5 s dial, a 3 s read).
+const DefaultCallTimeout = 50 * time.Millisecond
+
+// defaultCallTimeout is DefaultCallTimeout, except in this package's tests,
+// whose round trips on a loaded machine may take longer (TestMain).
+var defaultCallTimeout = DefaultCallTimeout
+
+// WithCallTimeout bounds each call a RedisStore makes to Redis (one script
+// run, or a DEL for Reset; AllowAll across Cluster slots makes several) to
+// d, DefaultCallTimeout without it. A call that takes longer returns an
+// error wrapping ErrUnavailable and ErrStore (the script may or may not
+// have run); the caller's context can end a call sooner. The bound holds
+// whatever the client's own timeouts: the call runs in a goroutine of its
+// own, which the client's timeouts end later. d must be positive; it does
+// not apply to a MemoryStore (ErrInvalidOption).
+func WithCallTimeout(d time.Duration) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: call timeout %v must be positive", ErrInvalidOption, d)
+		}
+		cfg.callTimeout, cfg.setTimeout = d, true
+		return nil
+	})
 }
 
 func (s *RedisStore) err() error {
 	if s == nil {
 		return ErrNilStore
 	}
-	return s.cfg.err()
+	return nil
 }
 
 // redisKey is the Redis key of (alg, key).
@@ -140,7 +173,7 @@ func (s *RedisStore) redisKey(alg Algorithm, key string) string {
 }
 
 // scriptNow is the time argument of the scripts: the clock's µs with
-// WithClock, else -1 (the script reads Redis TIME).
+// WithStoreClock, else -1 (the script reads Redis TIME).
 func (s *RedisStore) scriptNow() (int64, error) {
 	if s.cfg.clock == nil {
 		return -1, nil
@@ -148,7 +181,7 @@ func (s *RedisStore) scriptNow() (int64, error) {
 	return micros(s.cfg.clock.Now())
 }
 
-// cacheNow is the refusal cache's time in µs: with WithClock the time the
+// cacheNow is the refusal cache's time in µs: with WithStoreClock the time the
 // script is given (scriptNow), so the cache and the script agree exactly;
 // else monotonic time since the store began, read before the call.
 func (s *RedisStore) cacheNow(scriptNow int64) int64 {
@@ -197,7 +230,7 @@ func (s *RedisStore) decide(ctx context.Context, r request) (Decision, error) {
 // decideOne runs the algorithm's one.lua script, which replies with the
 // Decision.
 func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decision, error) {
-	v, err := run(ctx, s.client, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, []any{oneArgs(now, &r, s.ttlFloor)})
+	v, err := s.run(ctx, oneScripts[r.p.alg], []string{s.redisKey(r.p.alg, r.key)}, []any{oneArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
 	}
@@ -214,7 +247,7 @@ func (s *RedisStore) decideOne(ctx context.Context, r request, now int64) (Decis
 // (The script's test for "fits" is meter's: see meterArgs.)
 func (s *RedisStore) decideMeter(ctx context.Context, r request, now int64) (Decision, error) {
 	alg := r.p.alg
-	debt, err := runInt(ctx, s.client, oneScripts[alg], []string{s.redisKey(alg, r.key)}, []any{meterArgs(now, &r, s.ttlFloor)})
+	debt, err := s.runInt(ctx, oneScripts[alg], []string{s.redisKey(alg, r.key)}, []any{meterArgs(now, &r, s.ttlFloor)})
 	if err != nil {
 		return Decision{}, err
 	}
@@ -300,7 +333,7 @@ func (s *RedisStore) runAll(ctx context.Context, rs []request, g []int, now int6
 		args = checkArgs(args, &rs[i])
 	}
 	args = append(args, s.ttlFloor)
-	v, err := run(ctx, s.client, allScript, keys, args)
+	v, err := s.run(ctx, allScript, keys, args)
 	if err != nil {
 		return err
 	}
@@ -348,8 +381,11 @@ func (s *RedisStore) reset(ctx context.Context, alg Algorithm, key string) error
 	if s.cache != nil {
 		s.cache.forget(alg, key)
 	}
-	if err := s.client.Del(ctx, s.redisKey(alg, key)).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStore, err)
+	_, err := redisscript.Call(ctx, s.cfg.callTimeout, nil, func(ctx context.Context) (int64, error) {
+		return s.client.Del(ctx, s.redisKey(alg, key)).Result()
+	})
+	if err != nil {
+		return storeError(err, nil)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestRedisCluster(t *testing.T) {
 		for _, alg := range allAlgorithms {
 			clk := newSetClock()
 			ref := &refStore{clock: clk, keys: map[cacheKey]*refEntry{}}
-			rs := fakeTimeStore(cc, WithClock(clk), WithKeyPrefix(fmt.Sprintf("cl%d:", redisPrefix.Add(1))))
+			rs := fakeTimeStore(cc, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("cl%d:", redisPrefix.Add(1))))
 			// AllowAll's checks land in several slots here: with
 			// nobody else writing, the two rounds decide as one.
 			runDifferential(t, rand.New(rand.NewPCG(7, uint64(alg))), alg, clk, ref, rs, true)
@@ -54,7 +54,7 @@ func TestRedisCluster(t *testing.T) {
 	log := newCallLog()
 	cc.AddHook(log)
 	clk := newSetClock()
-	s := NewRedisStore(cc, WithClock(clk))
+	s := redisStore(cc, WithStoreClock(clk))
 	ip := mustNew(t, s, FixedWindow, PerMinute(2))
 	route := mustNew(t, s, FixedWindow, PerMinute(3))
 	peek := func(lim *Limiter, key string) int { return mustAllow(t, lim, key, 0).Remaining }
@@ -102,7 +102,7 @@ func TestRedisCluster(t *testing.T) {
 		// Another process takes the last unit of the second slot's key
 		// after the first round said yes: the first slot stays counted
 		// (over-counting), the result is refused (never over-admitting).
-		other := NewRedisStore(cc, WithClock(clk))
+		other := redisStore(cc, WithStoreClock(clk))
 		otherRoute := mustNew(t, other, FixedWindow, PerMinute(3))
 		c, r := "1.2.3.6", "/z"
 		mustAllow(t, otherRoute, r, 2)

@@ -28,8 +28,8 @@ func TestRedisDifferential(t *testing.T) {
 		for seed := range diffSeeds() {
 			t.Run(fmt.Sprintf("%v/seed%d", alg, seed), func(t *testing.T) {
 				clk := newSetClock()
-				mem := NewMemoryStore(WithClock(clk))
-				rs := fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("diff%d:", redisPrefix.Add(1))))
+				mem := memStore(WithStoreClock(clk))
+				rs := fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("diff%d:", redisPrefix.Add(1))))
 				runDifferential(t, rand.New(rand.NewPCG(uint64(seed), uint64(alg))), alg, clk, mem, rs, false)
 			})
 		}
@@ -46,7 +46,7 @@ func TestRedisMatchesDefinition(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/seed%d", alg, seed), func(t *testing.T) {
 				clk := newSetClock()
 				ref := &refStore{clock: clk, keys: map[cacheKey]*refEntry{}}
-				rs := fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("def%d:", redisPrefix.Add(1))))
+				rs := fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("def%d:", redisPrefix.Add(1))))
 				runDifferential(t, rand.New(rand.NewPCG(uint64(seed)+100, uint64(alg))), alg, clk, ref, rs, true)
 			})
 		}
@@ -286,7 +286,7 @@ func FuzzRedisMatchesDefinition(f *testing.F) {
 		alg := allAlgorithms[int(a)%len(allAlgorithms)]
 		clk := newSetClock()
 		ref := &refStore{clock: clk, keys: map[cacheKey]*refEntry{}}
-		rs := fakeTimeStore(fx.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("fuzz%d:", redisPrefix.Add(1))))
+		rs := fakeTimeStore(fx.client, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("fuzz%d:", redisPrefix.Add(1))))
 		runDifferential(t, rand.New(rand.NewPCG(seed, uint64(alg))), alg, clk, ref, rs, true)
 	})
 }

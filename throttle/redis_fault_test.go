@@ -73,7 +73,7 @@ func TestRedisScriptReload(t *testing.T) {
 	log := newCallLog()
 	c := newRedisClient(t, f.srv.Addr())
 	c.AddHook(log)
-	lim := mustNew(t, NewRedisStore(c, WithClock(newSetClock())), GCRA, PerMinute(10))
+	lim := mustNew(t, redisStore(c, WithStoreClock(newSetClock())), GCRA, PerMinute(10))
 
 	mustAllow(t, lim, "k", 1) // loads the script
 	f.srv.CLI("SCRIPT", "FLUSH")
@@ -105,8 +105,8 @@ func TestRedisScriptReload(t *testing.T) {
 	// The script's own errors are final: no EVAL.
 	f.client.Set(ctx, "throttle:gcra:str", "x", 0)
 	log.reset()
-	if _, err := lim.Allow(ctx, "str"); !errors.Is(err, ErrWrongType) {
-		t.Fatalf("wrong type: %v", err)
+	if _, err := lim.Allow(ctx, "str"); !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("wrong type: %v, want ErrWrongType and ErrMisconfigured", err)
 	}
 	if log.count("eval") != 0 {
 		t.Fatalf("wrong type: %v, want no EVAL", log.calls)
@@ -130,7 +130,7 @@ func TestRedisRestart(t *testing.T) {
 	c := newRedisClient(t, srv.Addr(), func(o *redis.Options) { o.PoolSize = 64 })
 	ctx := context.Background()
 	clk := newSetClock()
-	s := NewRedisStore(c, WithClock(clk))
+	s := redisStore(c, WithStoreClock(clk))
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerMinute(5))
 		for range 5 {
@@ -144,13 +144,13 @@ func TestRedisRestart(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerMinute(5))
 		d, err := lim.Allow(ctx, alg.String())
-		if !errors.Is(err, ErrStore) || d != (Decision{}) {
-			t.Fatalf("%v while down: %+v, %v; want the zero Decision and ErrStore", alg, d, err)
+		if !errors.Is(err, ErrStore) || !errors.Is(err, ErrUnavailable) || d != (Decision{}) {
+			t.Fatalf("%v while down: %+v, %v; want the zero Decision and ErrUnavailable", alg, d, err)
 		}
-		if err := lim.Reset(ctx, alg.String()); !errors.Is(err, ErrStore) {
+		if err := lim.Reset(ctx, alg.String()); !errors.Is(err, ErrStore) || !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("%v: Reset while down: %v", alg, err)
 		}
-		if _, err := AllowAll(ctx, Check{Limiter: lim, Key: "a", N: 1}); !errors.Is(err, ErrStore) {
+		if _, err := AllowAll(ctx, Check{Limiter: lim, Key: "a", N: 1}); !errors.Is(err, ErrStore) || !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("%v: AllowAll while down: %v", alg, err)
 		}
 	}
@@ -167,11 +167,11 @@ func TestRedisRestart(t *testing.T) {
 
 func TestRedisContextCancelled(t *testing.T) {
 	f := redisFor(t)
-	lim := mustNew(t, NewRedisStore(f.client), GCRA, PerSecond(1))
+	lim := mustNew(t, redisStore(f.client), GCRA, PerSecond(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := lim.Allow(ctx, "k")
-	if !errors.Is(err, ErrStore) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want ErrStore and context.Canceled", err)
+	if !errors.Is(err, ErrStore) || !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrMisconfigured) {
+		t.Fatalf("err = %v, want ErrStore and context.Canceled, neither outage nor misconfiguration", err)
 	}
 }

@@ -53,8 +53,8 @@ func TestRedisMeterEdges(t *testing.T) {
 		clk := newSetClock()
 		const burst = 1_000_000
 		l := Limit{Count: bigInt(t, 1e12), Period: time.Second, Burst: burst}
-		mem := mustNew(t, NewMemoryStore(WithClock(clk)), GCRA, l)
-		red := mustNew(t, fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix("cap:")), GCRA, l)
+		mem := mustNew(t, memStore(WithStoreClock(clk)), GCRA, l)
+		red := mustNew(t, fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix("cap:")), GCRA, l)
 		var steps []meterStep
 		for _, s := range []struct {
 			at time.Duration
@@ -77,8 +77,8 @@ func TestRedisMeterEdges(t *testing.T) {
 			// the last partial µs and then the full (empty) bucket.
 			clk := newSetClock()
 			l := Limit{Count: 3, Period: time.Second, Burst: 2}
-			mem := mustNew(t, NewMemoryStore(WithClock(clk)), alg, l)
-			red := mustNew(t, fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix("edge:"+alg.String()+":")), alg, l)
+			mem := mustNew(t, memStore(WithStoreClock(clk)), alg, l)
+			red := mustNew(t, fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix("edge:"+alg.String()+":")), alg, l)
 			steps := []meterStep{{at: 0, n: 2}}
 			for us := 666_664; us <= 666_668; us++ {
 				steps = append(steps, meterStep{at: time.Duration(us) * time.Microsecond})
@@ -95,7 +95,7 @@ func TestRedisMeterEdges(t *testing.T) {
 			clk := newSetClock()
 			hourly := Limit{Count: 1, Period: time.Hour, Burst: 1}
 			fast := Limit{Count: bigInt(t, 1e12), Period: time.Second, Burst: 1_000_000}
-			ms, rs := NewMemoryStore(WithClock(clk)), fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix("long:"+alg.String()+":"))
+			ms, rs := memStore(WithStoreClock(clk)), fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix("long:"+alg.String()+":"))
 			mem := []*Limiter{mustNew(t, ms, alg, hourly), mustNew(t, ms, alg, fast)}
 			red := []*Limiter{mustNew(t, rs, alg, hourly), mustNew(t, rs, alg, fast)}
 			sameDecisions(t, clk, mem, red, []meterStep{
@@ -120,9 +120,9 @@ func TestRedisMeterEdges(t *testing.T) {
 				l    Limit
 				want int64 // ms
 			}{
-				{"exact", NewRedisStore(f.client, WithClock(clk), WithKeyPrefix("ttl1:")), Limit{Count: 3, Period: 6_000_001 * time.Microsecond}, 2001},
-				{"floor", NewRedisStore(f.client, WithClock(clk), WithKeyPrefix("ttl2:")), PerSecond(3), 1000},
-				{"test floor", fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix("ttl3:")), PerSecond(3), 3_600_000},
+				{"exact", redisStore(f.client, WithStoreClock(clk), WithKeyPrefix("ttl1:")), Limit{Count: 3, Period: 6_000_001 * time.Microsecond}, 2001},
+				{"floor", redisStore(f.client, WithStoreClock(clk), WithKeyPrefix("ttl2:")), PerSecond(3), 1000},
+				{"test floor", fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix("ttl3:")), PerSecond(3), 3_600_000},
 			} {
 				checkTTL(t, f, alg, c.name, c.s, c.l, c.want)
 			}

@@ -2,16 +2,11 @@ package throttle
 
 import (
 	"context"
-	"crypto/sha1"
 	"embed"
-	"encoding/binary"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"math"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // The Lua sources: lua/prelude.lua holds what every script shares (exact
@@ -38,17 +33,6 @@ var luaFiles = [...]string{
 	SlidingLog:    "sl.lua",
 }
 
-// luaScript is a script's source and its SHA1, for EVALSHA.
-type luaScript struct {
-	src string
-	sha string
-}
-
-func newLuaScript(src string) *luaScript {
-	h := sha1.Sum([]byte(src))
-	return &luaScript{src: src, sha: hex.EncodeToString(h[:])}
-}
-
 func mustLua(name string) string {
 	b, err := luaFS.ReadFile("lua/" + name)
 	if err != nil {
@@ -71,9 +55,9 @@ func isMeter(alg Algorithm) bool { return meterDebt[alg] != "" }
 
 var (
 	// oneScripts[alg] decides one request under alg.
-	oneScripts [SlidingLog + 1]*luaScript
+	oneScripts [SlidingLog + 1]*redisscript.Script
 	// allScript decides several requests of any algorithms as one step.
-	allScript *luaScript
+	allScript *redisscript.Script
 )
 
 func init() {
@@ -81,27 +65,27 @@ func init() {
 	all := prelude
 	for a := GCRA; a <= SlidingLog; a++ {
 		alg := mustLua(luaFiles[a])
-		oneScripts[a] = newLuaScript(prelude + "\n" + alg + "\n" + mustLua("one.lua"))
+		oneScripts[a] = redisscript.New(prelude + "\n" + alg + "\n" + mustLua("one.lua"))
 		all += "\n" + alg
 	}
 	// The meters' single requests run the flat scripts, without the
 	// prelude.
 	for a, debt := range meterDebt {
 		if debt != "" {
-			oneScripts[a] = newLuaScript(mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua"))
+			oneScripts[a] = redisscript.New(mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua"))
 		}
 	}
-	allScript = newLuaScript(all + "\n" + mustLua("all.lua"))
+	allScript = redisscript.New(all + "\n" + mustLua("all.lua"))
 }
 
 // oneArgs is a single-request script's one argument (one.lua): now, n,
 // the params and the TTL floor as little-endian IEEE doubles, which the
-// script unpacks with struct.unpack in one call instead of converting ten
+// script unpacks with unpackd in one call instead of converting ten
 // decimal strings. Every value is an integer below 2^53 (params, micros),
 // so the doubles are exact.
 func oneArgs(now int64, r *request, ttlFloor int64) []byte {
 	p := r.p
-	return packDoubles(make([]byte, 0, 80), now, r.n, p.count, p.burst, p.period, p.emission, p.den, p.tau, p.limit, ttlFloor)
+	return redisscript.AppendInts(make([]byte, 0, 80), now, r.n, p.count, p.burst, p.period, p.emission, p.den, p.tau, p.limit, ttlFloor)
 }
 
 // meterArgs is a meter script's one argument: now, cost, room, den, the
@@ -119,29 +103,25 @@ func meterArgs(now int64, r *request, ttlFloor int64) []byte {
 		cost = r.n * p.emission
 		room = p.tau - cost
 	}
-	b := packDoubles(make([]byte, 0, 48), now, cost, room, p.den, ttlFloor)
+	b := redisscript.AppendInts(make([]byte, 0, 48), now, cost, room, p.den, ttlFloor)
 	if p.alg == TokenBucket {
-		b = packDoubles(b, p.tau) // tb_debt.lua's sixth double
+		b = redisscript.AppendInts(b, p.tau) // tb_debt.lua's sixth double
 	}
 	return b
 }
 
-func packDoubles(b []byte, vs ...int64) []byte {
-	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
-	}
-	return b
-}
+// luaWrongType marks the scripts' own WRONGTYPE (prelude.lua's wrongtype,
+// meter_head.lua); redisscript knows it and THROTTLE-ERR, their other
+// errors, too.
+const luaWrongType = "THROTTLE-WRONGTYPE "
 
-// Markers of the scripts' own errors (prelude.lua's wrongtype and fail).
-const (
-	luaWrongType = "THROTTLE-WRONGTYPE "
-	luaFail      = "THROTTLE-ERR "
-)
-
-// run runs s (see eval) and returns its reply of integers.
-func run(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) ([]int64, error) {
-	v, err := eval(ctx, c, s, keys, args).Int64Slice()
+// run runs sc (redisscript.Script.Run: EVALSHA, then EVAL when the
+// server may lack it), bounded by the store's call timeout, and returns its
+// reply of integers.
+func (s *RedisStore) run(ctx context.Context, sc *redisscript.Script, keys []string, args []any) ([]int64, error) {
+	v, err := redisscript.Call(ctx, s.cfg.callTimeout, nil, func(ctx context.Context) ([]int64, error) {
+		return sc.Run(ctx, s.client, keys, args...).Int64Slice()
+	})
 	if err != nil {
 		return nil, storeError(err, keys)
 	}
@@ -149,56 +129,39 @@ func run(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []stri
 }
 
 // runInt is run for a script that replies with one integer.
-func runInt(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) (int64, error) {
-	v, err := eval(ctx, c, s, keys, args).Int64()
+func (s *RedisStore) runInt(ctx context.Context, sc *redisscript.Script, keys []string, args []any) (int64, error) {
+	v, err := redisscript.Call(ctx, s.cfg.callTimeout, nil, func(ctx context.Context) (int64, error) {
+		return sc.Run(ctx, s.client, keys, args...).Int64()
+	})
 	if err != nil {
 		return 0, storeError(err, keys)
 	}
 	return v, nil
 }
 
-// eval runs s with EVALSHA and falls back to EVAL when the server does not
-// know the script. It does so on any Redis error reply that is not one of
-// the script's own: NOSCRIPT after a restart, a failover or SCRIPT FLUSH,
-// and also when a proxy rewrites the NOSCRIPT text (go-redis/redis_rate
-// #88). This is safe because a script writes nothing before the last point
-// where it can fail, so a failed run changed nothing.
-func eval(ctx context.Context, c redis.UniversalClient, s *luaScript, keys []string, args []any) *redis.Cmd {
-	cmd := c.EvalSha(ctx, s.sha, keys, args...)
-	if err := cmd.Err(); err != nil && isReplyError(err) && !isOwnError(err) {
-		cmd = c.Eval(ctx, s.src, keys, args...)
-	}
-	return cmd
-}
-
-// isReplyError reports whether err is an error reply from Redis (not a
-// connection failure or a timeout, after which the script may have run).
-func isReplyError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
-}
-
-// isOwnError reports whether err is an error the script raised on
-// purpose, or a WRONGTYPE from its first read: both are final.
-func isOwnError(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, luaWrongType) || strings.Contains(msg, luaFail) || strings.Contains(msg, "WRONGTYPE")
-}
-
-// storeError wraps a failed call: ErrStore always, ErrWrongType as well
-// when a key held another program's value.
+// storeError wraps a failed call: ErrStore always; ErrWrongType (and
+// ErrMisconfigured) when a key held another program's value; else
+// ErrUnavailable or ErrMisconfigured by the failure's class
+// (redisscript.Classify). A bug (a reply nothing expects) and the caller's
+// own cancelled context wrap neither.
 func storeError(err error, keys []string) error {
 	msg := err.Error()
 	if !strings.Contains(msg, luaWrongType) && strings.Contains(msg, "WRONGTYPE") {
 		// Redis's own, from a script's first read of a key.
-		return fmt.Errorf("%w: %w: one of %q holds a value of another type (%v)", ErrWrongType, ErrStore, keys, err)
+		return fmt.Errorf("%w: %w: %w: one of %q holds a value of another type (%v)", ErrWrongType, ErrMisconfigured, ErrStore, keys, err)
 	}
 	if i := strings.Index(msg, luaWrongType); i >= 0 {
 		what := msg[i+len(luaWrongType):]
 		if j := strings.Index(what, " script: "); j >= 0 { // Redis 7 appends where the error came from
 			what = what[:j]
 		}
-		return fmt.Errorf("%w: %w: %s", ErrWrongType, ErrStore, what)
+		return fmt.Errorf("%w: %w: %w: %s", ErrWrongType, ErrMisconfigured, ErrStore, what)
+	}
+	switch redisscript.Classify(err) {
+	case redisscript.Misconfigured:
+		return fmt.Errorf("%w: %w: %w", ErrMisconfigured, ErrStore, err)
+	case redisscript.Outage:
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrStore, err)
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -34,7 +35,7 @@ type redisFixture struct {
 func init() {
 	testStores = append(testStores, namedStore{name: "redis", open: func(t testing.TB, clk ratelimit.Clock) Store {
 		f := redisFor(t)
-		return fakeTimeStore(f.client, WithClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
+		return fakeTimeStore(f.client, WithStoreClock(clk), WithKeyPrefix(fmt.Sprintf("t%d:", redisPrefix.Add(1))))
 	}})
 }
 
@@ -43,7 +44,7 @@ func init() {
 // slow test ran would be forgotten while the fake time says it matters.
 // Its TTLs are at least an hour.
 func fakeTimeStore(c redis.UniversalClient, opts ...StoreOption) *RedisStore {
-	s := NewRedisStore(c, opts...)
+	s := redisStore(c, opts...)
 	s.ttlFloor = 3_600_000
 	return s
 }
@@ -87,21 +88,22 @@ func newRedisClient(t testing.TB, addr string, edit ...func(*redis.Options)) *re
 func TestRedisScriptsAreThePorts(t *testing.T) {
 	// Each single-request script holds its own algorithm only (a meter's
 	// is the flat meter script with its own debt, without the prelude's
-	// decide table), and the AllowAll script all six.
+	// decide table), and the AllowAll script all six; every one starts
+	// with the shared packing prelude.
 	for a, debt := range map[Algorithm]string{GCRA: "gcra_debt.lua", TokenBucket: "tb_debt.lua", LeakyBucket: "lb_debt.lua"} {
-		if want := mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua"); oneScripts[a].src != want {
+		if want := redisscript.New(mustLua("meter_head.lua") + mustLua(debt) + mustLua("meter_tail.lua")); oneScripts[a].Source() != want.Source() {
 			t.Errorf("%v's single-request script is not the meter script with %s", a, debt)
 		}
 	}
 	for a := GCRA; a <= SlidingLog; a++ {
-		src := oneScripts[a].src
+		src := oneScripts[a].Source()
 		for b := GCRA; b <= SlidingLog; b++ {
 			has := strings.Contains(src, fmt.Sprintf("decide[%d] = function", b))
 			if has != (a == b && !isMeter(a)) {
 				t.Errorf("script for %v: has decide[%d] = %v", a, b, has)
 			}
 		}
-		if !strings.Contains(allScript.src, fmt.Sprintf("decide[%d] = function", a)) {
+		if !strings.Contains(allScript.Source(), fmt.Sprintf("decide[%d] = function", a)) {
 			t.Errorf("AllowAll script lacks %v", a)
 		}
 	}
@@ -111,7 +113,7 @@ func TestRedisBasics(t *testing.T) {
 	f := redisFor(t)
 	ctx := context.Background()
 	clk := newSetClock()
-	s := NewRedisStore(f.client, WithClock(clk))
+	s := redisStore(f.client, WithStoreClock(clk))
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			lim := mustNew(t, s, alg, PerSecond(3))
@@ -154,7 +156,7 @@ func TestRedisBasics(t *testing.T) {
 func TestRedisKeyLayout(t *testing.T) {
 	f := redisFor(t)
 	ctx := context.Background()
-	s := NewRedisStore(f.client, WithClock(newSetClock()), WithKeyPrefix("app:"))
+	s := redisStore(f.client, WithStoreClock(newSetClock()), WithKeyPrefix("app:"))
 	want := map[Algorithm]string{GCRA: "app:gcra:{u}:k", TokenBucket: "app:tb:{u}:k", LeakyBucket: "app:lb:{u}:k",
 		FixedWindow: "app:fw:{u}:k", SlidingWindow: "app:sw:{u}:k", SlidingLog: "app:sl:{u}:k"}
 	for alg, rk := range want {
@@ -202,7 +204,7 @@ func TestRedisKeyLayout(t *testing.T) {
 func TestRedisWrongType(t *testing.T) {
 	f := redisFor(t)
 	ctx := context.Background()
-	s := NewRedisStore(f.client, WithClock(newSetClock()))
+	s := redisStore(f.client, WithStoreClock(newSetClock()))
 	for _, alg := range allAlgorithms {
 		lim := mustNew(t, s, alg, PerMinute(5))
 		for name, setup := range map[string]func(k string){
@@ -228,8 +230,8 @@ func TestRedisWrongType(t *testing.T) {
 			setup(rk)
 			before := f.client.Dump(ctx, rk).Val()
 			_, err := lim.Allow(ctx, key)
-			if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) {
-				t.Errorf("%v on a %s: err = %v, want ErrWrongType and ErrStore", alg, name, err)
+			if !errors.Is(err, ErrWrongType) || !errors.Is(err, ErrStore) || !errors.Is(err, ErrMisconfigured) {
+				t.Errorf("%v on a %s: err = %v, want ErrWrongType, ErrMisconfigured and ErrStore", alg, name, err)
 			} else if !strings.Contains(err.Error(), rk) {
 				t.Errorf("%v on a %s: %v does not name the key", alg, name, err)
 			}
@@ -243,20 +245,19 @@ func TestRedisWrongType(t *testing.T) {
 func TestRedisOptions(t *testing.T) {
 	f := redisFor(t)
 	for _, tc := range []struct {
-		name string
-		s    *RedisStore
+		name   string
+		client redis.UniversalClient
+		opt    StoreOption
 	}{
-		{"max keys", NewRedisStore(f.client, WithMaxKeys(10))},
-		{"nil client", NewRedisStore(nil)},
-		{"nil clock", NewRedisStore(f.client, WithClock(nil))},
-		{"braces", NewRedisStore(f.client, WithKeyPrefix("{x}"))},
-		{"cache size", NewRedisStore(f.client, WithRefusalCache(0))},
+		{"max keys", f.client, WithMaxKeys(10)},
+		{"nil client", nil, WithKeyPrefix("x:")},
+		{"nil option", f.client, nil},
+		{"nil clock", f.client, WithStoreClock(nil)},
+		{"braces", f.client, WithKeyPrefix("{x}")},
+		{"cache size", f.client, WithRefusalCache(0)},
 	} {
-		if _, err := New(tc.s, GCRA, PerSecond(1)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: New: %v, want ErrInvalidOption", tc.name, err)
-		}
-		if _, err := tc.s.decide(context.Background(), request{p: &params{alg: GCRA}, key: "k", n: 1}); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: decide: %v, want ErrInvalidOption", tc.name, err)
+		if s, err := NewRedisStore(tc.client, tc.opt); !errors.Is(err, ErrInvalidOption) || s != nil {
+			t.Errorf("%s: NewRedisStore: %v, %v, want nil, ErrInvalidOption", tc.name, s, err)
 		}
 	}
 	var nilStore *RedisStore
@@ -269,19 +270,19 @@ func TestRedisClockOutOfRange(t *testing.T) {
 	f := redisFor(t)
 	clk := newSetClock()
 	clk.Set(time.UnixMicro(maxMicros))
-	lim := mustNew(t, NewRedisStore(f.client, WithClock(clk)), GCRA, PerSecond(1))
+	lim := mustNew(t, redisStore(f.client, WithStoreClock(clk)), GCRA, PerSecond(1))
 	if _, err := lim.Allow(context.Background(), "k"); !errors.Is(err, ErrInvalidTime) {
 		t.Fatalf("err = %v, want ErrInvalidTime", err)
 	}
 }
 
 func TestRedisTime(t *testing.T) {
-	// Without WithClock the scripts read Redis TIME: a second apart on a
+	// Without WithStoreClock the scripts read Redis TIME: a second apart on a
 	// real clock is too slow for a test, so check the answers' shape: a
 	// fresh key is full, the second request of a 1/hour limit waits about
 	// an hour.
 	f := redisFor(t)
-	lim := mustNew(t, NewRedisStore(f.client), GCRA, PerHour(1))
+	lim := mustNew(t, redisStore(f.client), GCRA, PerHour(1))
 	if d := mustAllow(t, lim, "k", 1); !d.Allowed || d.ResetAfter != time.Hour {
 		t.Fatalf("first: %+v", d)
 	}
@@ -289,4 +290,13 @@ func TestRedisTime(t *testing.T) {
 	if d.Allowed || d.RetryAfter > time.Hour || d.RetryAfter < time.Hour-time.Minute {
 		t.Fatalf("second: %+v", d)
 	}
+}
+
+// redisStore is NewRedisStore for tests whose options are right.
+func redisStore(c redis.UniversalClient, opts ...StoreOption) *RedisStore {
+	s, err := NewRedisStore(c, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-
-	"github.com/smoothrate/ratelimit"
 )
 
 // A Store keeps the per-key state of keyed limiters and decides atomically.
@@ -37,26 +35,30 @@ type request struct {
 	n   int64
 }
 
-// A StoreOption configures a MemoryStore or a RedisStore. Options that do
-// not apply to a store, or that have bad values, do not panic: the store
-// keeps the error, and New and every call return it (ErrInvalidOption).
+// A StoreOption configures a MemoryStore or a RedisStore. A nil option, an
+// option with a bad value and an option that does not apply to the store it
+// is given to (WithKeyPrefix or WithRefusalCache to NewMemoryStore,
+// WithMaxKeys to NewRedisStore) are errors wrapping ErrInvalidOption,
+// returned by the constructor, as everywhere in this module.
 type StoreOption interface {
-	apply(*storeConfig)
+	apply(*storeConfig) error
 }
 
-type storeOptionFunc func(*storeConfig)
+type storeOptionFunc func(*storeConfig) error
 
-func (f storeOptionFunc) apply(c *storeConfig) { f(c) }
+func (f storeOptionFunc) apply(c *storeConfig) error { return f(c) }
 
 // storeConfig holds every store knob with its default; buildStoreConfig is
 // the only place defaults are set.
 type storeConfig struct {
-	clock        ratelimit.Clock // nil: the time package (MemoryStore) or Redis TIME (RedisStore)
+	clock        Clock // nil: the time package (MemoryStore) or Redis TIME (RedisStore)
 	maxKeys      int
-	maxKeysSet   bool
 	prefix       string
-	refusalCache int // RedisStore: keys in the local refusal cache; 0: off
-	errs         []error
+	refusalCache int           // RedisStore: keys in the local refusal cache; 0: off
+	callTimeout  time.Duration // RedisStore: the bound on one call
+
+	// What was set, so that options that do not apply can be refused.
+	setMaxKeys, setPrefix, setTimeout bool
 }
 
 // DefaultMaxKeys is how many keys a MemoryStore keeps when WithMaxKeys is
@@ -66,70 +68,57 @@ const DefaultMaxKeys = 1 << 20
 // DefaultKeyPrefix starts every key a RedisStore writes.
 const DefaultKeyPrefix = "throttle:"
 
-func buildStoreConfig(opts []StoreOption) storeConfig {
-	c := storeConfig{maxKeys: DefaultMaxKeys, prefix: DefaultKeyPrefix}
+func buildStoreConfig(opts []StoreOption) (storeConfig, error) {
+	c := storeConfig{maxKeys: DefaultMaxKeys, prefix: DefaultKeyPrefix, callTimeout: defaultCallTimeout}
 	for _, o := range opts {
 		if o == nil {
-			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
-			continue
+			return storeConfig{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
-		o.apply(&c)
+		if err := o.apply(&c); err != nil {
+			return storeConfig{}, err
+		}
 	}
-	return c
+	return c, nil
 }
 
-// err joins the configuration errors, or returns nil.
-func (c *storeConfig) err() error {
-	if len(c.errs) == 0 {
-		return nil
-	}
-	if len(c.errs) == 1 {
-		return c.errs[0]
-	}
-	msgs := make([]string, len(c.errs))
-	for i, e := range c.errs {
-		msgs[i] = e.Error()
-	}
-	return fmt.Errorf("%w: %s", ErrInvalidOption, strings.Join(msgs, "; "))
-}
-
-// WithClock makes the store read time from c. For a RedisStore the time is
-// then passed into the scripts instead of reading Redis TIME: meant for
-// tests (every process must then agree on the time).
-func WithClock(c ratelimit.Clock) StoreOption {
-	return storeOptionFunc(func(cfg *storeConfig) {
+// WithStoreClock makes the store decide at the times c reads instead of
+// the wall clock. For a RedisStore the time is then passed into the scripts
+// instead of reading Redis TIME: meant for tests (every process must then
+// agree on the time).
+func WithStoreClock(c Clock) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) error {
 		if isNil(c) {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil clock", ErrInvalidOption))
-			return
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
 		cfg.clock = c
+		return nil
 	})
 }
 
 // WithMaxKeys bounds a MemoryStore to n keys (n ≥ 1), evicting a key that
 // was not used recently when full (CLOCK, the usual approximation of least
 // recently used, per shard; no eviction while the store holds fewer than
-// min(n, 1024) keys). Default DefaultMaxKeys.
+// min(n, 1024) keys). Default DefaultMaxKeys. MemoryStore only.
 func WithMaxKeys(n int) StoreOption {
-	return storeOptionFunc(func(cfg *storeConfig) {
+	return storeOptionFunc(func(cfg *storeConfig) error {
 		if n < 1 {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: max keys %d must be at least 1", ErrInvalidOption, n))
-			return
+			return fmt.Errorf("%w: max keys %d must be at least 1", ErrInvalidOption, n)
 		}
-		cfg.maxKeys, cfg.maxKeysSet = n, true
+		cfg.maxKeys, cfg.setMaxKeys = n, true
+		return nil
 	})
 }
 
 // WithKeyPrefix sets the prefix of every key a RedisStore writes (default
-// DefaultKeyPrefix). It must not contain '{' or '}': hash tags belong to
+// DefaultKeyPrefix). RedisStore only. It must not contain '{' or '}': hash tags belong to
 // the keys themselves (see RedisStore).
 func WithKeyPrefix(s string) StoreOption {
-	return storeOptionFunc(func(cfg *storeConfig) {
+	return storeOptionFunc(func(cfg *storeConfig) error {
 		if strings.ContainsAny(s, "{}") {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", ErrInvalidOption, s))
-			return
+			return fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", ErrInvalidOption, s)
 		}
-		cfg.prefix = s
+		cfg.prefix, cfg.setPrefix = s, true
+		return nil
 	})
 }
 
@@ -172,11 +161,11 @@ func isNil(v any) bool {
 // random entry (an expired one if found) makes room. It applies to a
 // RedisStore only: a MemoryStore has no round trip to save.
 func WithRefusalCache(maxKeys int) StoreOption {
-	return storeOptionFunc(func(cfg *storeConfig) {
+	return storeOptionFunc(func(cfg *storeConfig) error {
 		if maxKeys < 1 {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: refusal cache size %d must be at least 1", ErrInvalidOption, maxKeys))
-			return
+			return fmt.Errorf("%w: refusal cache size %d must be at least 1", ErrInvalidOption, maxKeys)
 		}
 		cfg.refusalCache = maxKeys
+		return nil
 	})
 }

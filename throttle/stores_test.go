@@ -26,7 +26,7 @@ type namedStore struct {
 
 var testStores = []namedStore{
 	{name: "memory", open: func(t testing.TB, clk ratelimit.Clock) Store {
-		return NewMemoryStore(WithClock(clk))
+		return memStore(WithStoreClock(clk))
 	}},
 }
 
@@ -106,3 +106,12 @@ func mustAllow(t testing.TB, lim *Limiter, key string, n int) Decision {
 }
 
 var allAlgorithms = []Algorithm{GCRA, TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog}
+
+// memStore is NewMemoryStore for tests whose options are right.
+func memStore(opts ...StoreOption) *MemoryStore {
+	s, err := NewMemoryStore(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

@@ -32,7 +32,11 @@ import (
 
 func keyedThrottle(b *testing.B, c *redis.Client, alg throttle.Algorithm) func() bool {
 	b.Helper()
-	lim, err := throttle.New(throttle.NewRedisStore(c), alg, throttle.Limit{Count: scriptRate, Period: time.Second})
+	st, err := throttle.NewRedisStore(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := throttle.New(st, alg, throttle.Limit{Count: scriptRate, Period: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

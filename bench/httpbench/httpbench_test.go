@@ -74,7 +74,11 @@ var middlewares = []struct {
 }{
 	{"none", func(b *testing.B, h http.Handler) http.Handler { return h }},
 	{"ours", func(b *testing.B, h http.Handler) http.Handler {
-		lim, err := throttle.New(throttle.NewMemoryStore(), throttle.GCRA, throttle.Limit{Count: 1000, Period: 1000 * time.Second, Burst: 1 << 30})
+		st, err := throttle.NewMemoryStore()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim, err := throttle.New(st, throttle.GCRA, throttle.Limit{Count: 1000, Period: 1000 * time.Second, Burst: 1 << 30})
 		if err != nil {
 			b.Fatal(err)
 		}

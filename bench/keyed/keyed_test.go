@@ -68,7 +68,11 @@ var ctx = context.Background()
 
 func ours(alg throttle.Algorithm) func(b *testing.B) decider {
 	return func(b *testing.B) decider {
-		lim, err := throttle.New(throttle.NewMemoryStore(), alg, throttle.Limit{Count: perKey, Period: period})
+		st, err := throttle.NewMemoryStore()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim, err := throttle.New(st, alg, throttle.Limit{Count: perKey, Period: period})
 		if err != nil {
 			b.Fatal(err)
 		}

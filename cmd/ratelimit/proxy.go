@@ -170,7 +170,11 @@ func proxyConfigFrom(listen, limit, burst, alg, key, redisURL, metrics string, t
 	if c.alg, err = throttle.ParseAlgorithm(alg); err != nil {
 		return nil, fmt.Errorf("--algorithm: %v", err)
 	}
-	if _, err := throttle.New(throttle.NewMemoryStore(throttle.WithMaxKeys(1)), c.alg, c.limit); err != nil {
+	probe, err := throttle.NewMemoryStore(throttle.WithMaxKeys(1))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := throttle.New(probe, c.alg, c.limit); err != nil {
 		return nil, fmt.Errorf("--limit %s with --algorithm %s: %v", limit, alg, err)
 	}
 	switch name, ok := strings.CutPrefix(key, "header:"); {
@@ -252,7 +256,12 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		redis.SetLogger(quietLogger{}) // store errors are counted and logged by the error hook
 		client := c.newRedis()
 		defer client.Close()
-		store = throttle.NewRedisStore(client)
+		rs, err := throttle.NewRedisStore(client)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
+			return exitUsage
+		}
+		store = rs
 		storeName = "redis " + c.redisWhere
 		// A wrong address should show at start, not with the first
 		// request; but Redis may come up later, so it is a warning.
@@ -263,7 +272,12 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		cancel()
 	} else {
-		store = throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys))
+		ms, err := throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys))
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: --max-keys: %v\n", err)
+			return exitUsage
+		}
+		store = ms
 		storeName = fmt.Sprintf("memory store (at most %d keys)", c.maxKeys)
 	}
 	var m proxyMetrics

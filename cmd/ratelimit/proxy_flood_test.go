@@ -28,7 +28,10 @@ func TestProxyFloodMemoryBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.maxKeys = maxKeys
-			store := throttle.NewMemoryStore(throttle.WithMaxKeys(maxKeys))
+			store, err := throttle.NewMemoryStore(throttle.WithMaxKeys(maxKeys))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var m proxyMetrics
 			h, err := cfg.handler(store, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), &m, log.New(io.Discard, "", 0))
 			if err != nil {

@@ -105,7 +105,7 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 		if f.failClosed {
 			return nil, errors.New("--safe-rate is the rate used instead of failing: it cannot be combined with --fail-closed")
 		}
-		// Both commands' rate parsers reject 0, which WithFailOpen
+		// Both commands' rate parsers reject 0, which WithSafeRate
 		// would take as "the default".
 		if c.safeRate, err = parseRate(f.safeRate); err != nil {
 			return nil, fmt.Errorf("--safe-rate %w", err)
@@ -220,9 +220,9 @@ func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLi
 		opts = append(opts, distributed.WithRefuseMismatch())
 	}
 	if c.failClose {
-		opts = append(opts, distributed.WithFailClosed())
+		opts = append(opts, distributed.WithFailurePolicy(distributed.FailClosed))
 	} else {
-		opts = append(opts, distributed.WithFailOpen(c.safeRate))
+		opts = append(opts, distributed.WithSafeRate(c.safeRate))
 	}
 	// go-redis logs failed dials on standard error, once per call while
 	// the server is down; the command says what matters itself (start,

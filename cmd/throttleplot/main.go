@@ -101,7 +101,11 @@ type algRun struct {
 // simulate offers the trace to a fresh MemoryStore on a fake clock.
 func simulate(alg throttle.Algorithm, trace []time.Duration) (algRun, error) {
 	clk := clocktest.NewFake()
-	lim, err := throttle.New(throttle.NewMemoryStore(throttle.WithClock(clk)), alg, limit)
+	store, err := throttle.NewMemoryStore(throttle.WithStoreClock(clk))
+	if err != nil {
+		return algRun{}, err
+	}
+	lim, err := throttle.New(store, alg, limit)
 	if err != nil {
 		return algRun{}, err
 	}

@@ -85,3 +85,19 @@ func Warmup(period time.Duration) error {
 	}
 	return nil
 }
+
+// Option returns err, the error of an option, so that it also matches
+// invalidOption (the package's ErrInvalidOption), keeping err's message and
+// the sentinel err already wraps (ErrInvalidBurst, say): every package
+// reports every bad option the same way, and a caller tests for either.
+func Option(invalidOption, err error) error {
+	if err == nil || errors.Is(err, invalidOption) {
+		return err
+	}
+	return &optionError{err: err, kind: invalidOption}
+}
+
+type optionError struct{ err, kind error }
+
+func (e *optionError) Error() string   { return e.err.Error() }
+func (e *optionError) Unwrap() []error { return []error{e.err, e.kind} }

@@ -19,7 +19,7 @@
 -- would be made anew on every call.)
 --
 -- KEYS[1]: the key. ARGV[1]: five little-endian IEEE doubles, six for the
--- token bucket (struct.pack '<ddddd', built by meterArgs in
+-- token bucket (packd '<ddddd', built by meterArgs in
 -- redis_script.go):
 --   now    µs since the Unix epoch; negative: read Redis TIME
 --   cost   n × emission, the request's cost in units
@@ -34,7 +34,7 @@
 -- algorithm's (algorithms.go's state).
 -- Reply: the key's debt in units before the request, an integer below
 -- 2^53.
-local call, pack, unpack = redis.call, struct.pack, struct.unpack
+local call, pack, unpack = redis.call, packd, unpackd
 local now, cost, room, den, minttl = unpack('<ddddd', ARGV[1])
 local tau = 0 -- the token bucket's: see above
 if now < 0 then

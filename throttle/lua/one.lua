@@ -1,5 +1,5 @@
 -- One request. KEYS[1]: the key. ARGV[1]: ten little-endian IEEE doubles
--- (struct.pack '<dddddddddd', built by oneArgs in redis_script.go): now
+-- (packd '<dddddddddd', built by oneArgs in redis_script.go): now
 -- (µs; negative: Redis TIME), n, the 7 params (count burst period
 -- emission den tau limit), the TTL floor in ms. One binary argument
 -- because each decimal one costs the server a string to make and a
@@ -9,6 +9,6 @@
 local p = {count = 0, burst = 0, period = 0, emission = 0, den = 0, tau = 0, limit = 0}
 local now, n
 now, n, p.count, p.burst, p.period, p.emission, p.den, p.tau, p.limit, MINTTL =
-  struct.unpack('<dddddddddd', ARGV[1])
+  unpackd('<dddddddddd', ARGV[1])
 local _, f = next(decide)
 return {f(KEYS[1], p, clocknow(now), n)}

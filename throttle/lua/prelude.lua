@@ -46,8 +46,8 @@ end
 
 -- The state of GCRA, the buckets and the windows is three integers a, b,
 -- c (algorithms.go's state), kept as a 24-byte string: three
--- little-endian IEEE doubles (STATE, struct.pack), written with SET PX in
--- one command. Binary because the server reads and writes it on every
+-- little-endian IEEE doubles (STATE, packd: struct.pack, or its pure-Lua
+-- twin where the server lacks struct), written with SET PX in one command. Binary because the server reads and writes it on every
 -- decision: one struct.unpack costs less than a pattern match and three
 -- decimal conversions, and struct.pack less than string.format. Little-
 -- endian because that is the byte order of the machines Redis runs on:
@@ -77,7 +77,7 @@ local function readstate(key)
     if #s ~= 24 then
       wrongtype(key, 'holds a string of ' .. #s .. ' bytes, not a state')
     end
-    a, b, c = struct.unpack(STATE, s)
+    a, b, c = unpackd(STATE, s)
     -- Integers in [0, 2^53) (NaN fails the first test).
     if a ~= floor(a) or b ~= floor(b) or c ~= floor(c) or min(a, b, c) < 0 or max(a, b, c) >= EXACT then
       wrongtype(key, 'holds a string that is not a state')
@@ -91,7 +91,7 @@ local function readstate(key)
 end
 
 local function setstate(key, a, b, c, ttl)
-  redis.call('SET', key, struct.pack(STATE, a, b, c), 'PX', ttlms(ttl))
+  redis.call('SET', key, packd(STATE, a, b, c), 'PX', ttlms(ttl))
 end
 
 -- writestate writes a state and its TTL (ttl µs), or records it in the

@@ -42,7 +42,10 @@ type costSubject struct {
 }
 
 func costSubjects(c *redis.Client) ([]costSubject, error) {
-	st := throttle.NewRedisStore(c)
+	st, err := throttle.NewRedisStore(c)
+	if err != nil {
+		return nil, err
+	}
 	var out []costSubject
 	for _, a := range []throttle.Algorithm{throttle.GCRA, throttle.TokenBucket, throttle.LeakyBucket,
 		throttle.FixedWindow, throttle.SlidingWindow, throttle.SlidingLog} {

@@ -71,7 +71,10 @@ type row struct {
 }
 
 func rows(c *redis.Client, opts []throttle.StoreOption) ([]row, error) {
-	st := throttle.NewRedisStore(c, opts...)
+	st, err := throttle.NewRedisStore(c, opts...)
+	if err != nil {
+		return nil, err
+	}
 	rr := redis_rate.NewLimiter(c)
 	throttleRow := func(alg throttle.Algorithm, scenario string, lim throttle.Limit, fill int) (row, error) {
 		l, err := throttle.New(st, alg, lim)

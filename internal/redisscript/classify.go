@@ -1,0 +1,140 @@
+package redisscript
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Class is what a failed Redis call means for its caller.
+type Class int
+
+const (
+	// OK: no error.
+	OK Class = iota
+	// Outage: Redis could not answer now: the connection was refused or
+	// lost, the call timed out (ErrTimeout), or the server said it cannot
+	// serve for the moment (LOADING, BUSY, CLUSTERDOWN, MASTERDOWN,
+	// TRYAGAIN, READONLY after a failover, MISCONF, OOM, NOREPLICAS). A
+	// later call may succeed; a limiter may fail open on it.
+	Outage
+	// Misconfigured: Redis answered with an error no retry can fix:
+	// NOAUTH, WRONGPASS or NOPERM, a password given to a server without
+	// one, a database index the server lacks, a cluster client against a
+	// server not in a cluster, an unknown command, a script the server
+	// cannot compile or run (a missing library or command), a key of
+	// another type where a script keeps its state, or a client that is
+	// closed or panics. Never fail open on it: a fleet that shares nothing
+	// would look healthy.
+	Misconfigured
+	// Bug: a reply nothing here expects: a script's runtime error of our
+	// own making, a reply of the wrong shape, an error reply we do not
+	// know. Neither retry nor configuration is known to help.
+	Bug
+	// Cancelled: the caller's context ended (cancelled, or its own
+	// deadline): nothing is known about Redis.
+	Cancelled
+)
+
+func (c Class) String() string {
+	switch c {
+	case OK:
+		return "ok"
+	case Outage:
+		return "outage"
+	case Misconfigured:
+		return "misconfigured"
+	case Bug:
+		return "bug"
+	case Cancelled:
+		return "cancelled"
+	}
+	return "unknown"
+}
+
+var (
+	// ErrTimeout: a call took longer than its bound (Call). It is the
+	// library's own bound, not the caller's deadline, so it does not
+	// match context.DeadlineExceeded. Class Outage.
+	ErrTimeout = errors.New("redis call timed out")
+	// ErrClientPanic: the Redis client panicked (a nil client inside a
+	// wrapper, for one). Class Misconfigured.
+	ErrClientPanic = errors.New("the redis client panicked")
+)
+
+// misconfigured are parts of error texts that no retry can fix. They are
+// matched in any error's text, not only in replies: a client wrapper may
+// not keep go-redis's reply type.
+var misconfigured = []string{
+	"DB index is out of range", // SELECT on a database the server lacks
+	"invalid DB index",
+	"NOAUTH", // no password given to a server that requires one
+	// Redis 7 refuses a long command from a client that has not
+	// authenticated (EVALSHA with its arguments) before saying NOAUTH.
+	"Protocol error: unauthenticated",
+	"WRONGPASS",                              // a wrong user or password
+	"NOPERM",                                 // the ACL user may not run the script or touch the keys
+	"called without any password configured", // a password given to a server without one
+	"cluster support disabled",               // a cluster client against a standalone server
+	"unknown command",                        // the server or a proxy lacks EVALSHA or EVAL
+	"Unknown Redis command called from script",
+	"Error compiling script",      // the server's Lua cannot load the script
+	"nonexistent global variable", // a library the script needs is missing
+	"WRONGTYPE",                   // another program's value under a script's key
+	"redis: client is closed",
+}
+
+// ownMisconfigured and ownBugs are the markers of the scripts' own errors
+// (throttle's prelude.lua and meter_head.lua, distributed's engine.lua and
+// lease.lua).
+var (
+	ownMisconfigured = []string{"THROTTLE-WRONGTYPE ", "ERR ratelimit: key "}
+	ownBugs          = []string{"THROTTLE-ERR ", "ERR ratelimit: ", "ERR redisscript: "}
+)
+
+// outageReplies begin the error replies of a server that cannot serve now.
+var outageReplies = []string{
+	"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "MISCONF", "OOM", "NOREPLICAS",
+}
+
+// Classify sorts err, an error of a Redis call made through go-redis
+// (possibly wrapped), into its Class.
+func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return OK
+	case errors.Is(err, ErrTimeout):
+		return Outage
+	case errors.Is(err, ErrClientPanic), errors.Is(err, redis.ErrClosed):
+		return Misconfigured
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Cancelled
+	case errors.Is(err, redis.Nil):
+		return Bug // no script replies nil
+	}
+	msg := err.Error()
+	for _, m := range ownMisconfigured {
+		if strings.Contains(msg, m) {
+			return Misconfigured
+		}
+	}
+	for _, m := range misconfigured {
+		if strings.Contains(msg, m) {
+			return Misconfigured
+		}
+	}
+	if !IsReply(err) {
+		// Not the server's answer: the dial, the connection or the
+		// pool failed (connection refused, reset, EOF, i/o timeout,
+		// pool timeout, every shard down).
+		return Outage
+	}
+	for _, m := range outageReplies {
+		if strings.HasPrefix(msg, m) {
+			return Outage
+		}
+	}
+	return Bug
+}

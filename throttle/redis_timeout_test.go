@@ -1,0 +1,87 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// TestMain gives the Redis stores of this package's tests a long default
+// call timeout: on a loaded machine (CI, -race) a round trip can take
+// longer than DefaultCallTimeout, and a test of decisions must not fail on
+// a slow one. TestRedisCallTimeout tests the default itself.
+func TestMain(m *testing.M) {
+	defaultCallTimeout = 10 * time.Second
+	os.Exit(m.Run())
+}
+
+// TestRedisCallTimeout: a call to a Redis that does not answer (a server
+// stopped with SIGSTOP: the kernel still accepts connections, nothing
+// replies) returns an outage error after the store's bound, not after
+// go-redis's 3 s read timeout or never, whether the bound is the default
+// or WithCallTimeout's; and the client's socket settings do not matter (no
+// ContextTimeoutEnabled here).
+func TestRedisCallTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil { // a pooled connection, so the stop hits a read
+		t.Fatal(err)
+	}
+	defaultCallTimeout = DefaultCallTimeout
+	t.Cleanup(func() { defaultCallTimeout = 10 * time.Second })
+	if DefaultCallTimeout < 10*time.Millisecond || DefaultCallTimeout >= 100*time.Millisecond {
+		t.Fatalf("DefaultCallTimeout = %v, want tens of milliseconds", DefaultCallTimeout)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for _, tc := range []struct {
+		name  string
+		store *RedisStore
+		bound time.Duration
+	}{
+		{"default", redisStore(c), DefaultCallTimeout},
+		{"WithCallTimeout", redisStore(c, WithCallTimeout(20*time.Millisecond)), 20 * time.Millisecond},
+	} {
+		lim := mustNew(t, tc.store, GCRA, PerSecond(10))
+		start := time.Now()
+		d, err := lim.Allow(ctx, "k")
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrStore) || !errors.Is(err, redisscript.ErrTimeout) || d.Allowed {
+			t.Fatalf("%s: %+v, %v; want a refusal wrapping ErrUnavailable and the timeout", tc.name, d, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v matches context.DeadlineExceeded: the caller's deadline did not pass", tc.name, err)
+		}
+		// The bound, not go-redis's 3 s read timeout. (An upper bound
+		// on a correctness property, with room for a loaded machine.)
+		if took < tc.bound || took > time.Second {
+			t.Errorf("%s: the call took %v, want about %v", tc.name, took, tc.bound)
+		}
+		if err := lim.Reset(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: Reset: %v, want ErrUnavailable", tc.name, err)
+		}
+	}
+}
+
+func TestWithCallTimeoutInvalid(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, o := range []StoreOption{WithCallTimeout(0), WithCallTimeout(-time.Second)} {
+		if _, err := NewRedisStore(c, o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("NewRedisStore: %v, want ErrInvalidOption", err)
+		}
+	}
+	// A MemoryStore makes no calls.
+	if _, err := NewMemoryStore(WithCallTimeout(time.Second)); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewMemoryStore: %v, want ErrInvalidOption", err)
+	}
+}
