@@ -22,7 +22,11 @@ import (
 // front of a gRPC server. The third call is refused with a RetryInfo
 // saying how long to wait.
 func Example() {
-	lim, err := throttle.New(throttle.NewMemoryStore(), throttle.GCRA, throttle.PerHour(2))
+	store, err := throttle.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := throttle.New(store, throttle.GCRA, throttle.PerHour(2))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func retryInfo(t *testing.T, err error) (*errdetails.RetryInfo, *errdetails.Quot
 // QuotaFailure naming the limit.
 func TestUnaryRefusal(t *testing.T) {
 	var refused []throttle.Decision
-	in, err := New(newLimiter(t, throttle.NewMemoryStore(), throttle.PerHour(2)),
+	in, err := New(newLimiter(t, memStore(t), throttle.PerHour(2)),
 		WithRefusalHook(func(_ context.Context, m string, d throttle.Decision) { refused = append(refused, d) }))
 	require.NoError(t, err)
 	c := serveWith(t, in)
@@ -120,7 +120,7 @@ func TestUnaryRefusal(t *testing.T) {
 // its first Recv with ResourceExhausted, and the metadata comes in its
 // header.
 func TestStream(t *testing.T) {
-	in, err := New(newLimiter(t, throttle.NewMemoryStore(), throttle.PerHour(1)))
+	in, err := New(newLimiter(t, memStore(t), throttle.PerHour(1)))
 	require.NoError(t, err)
 	c := serveWith(t, in)
 
@@ -149,7 +149,7 @@ func TestStream(t *testing.T) {
 // falling back to the peer when the client sends none; Method keys by the
 // method; Func by what it returns.
 func TestKeys(t *testing.T) {
-	store := throttle.NewMemoryStore()
+	store := memStore(t)
 	in, err := New(newLimiter(t, store, throttle.PerHour(1)), WithKey(Metadata("X-Api-Key")))
 	require.NoError(t, err)
 	c := serveWith(t, in)
@@ -201,7 +201,7 @@ func TestKeys(t *testing.T) {
 // TestSeveralLimits: a call is counted against both limits or neither; the
 // refusal names only the limit that refused.
 func TestSeveralLimits(t *testing.T) {
-	store := throttle.NewMemoryStore()
+	store := memStore(t)
 	in, err := New(newLimiter(t, store, throttle.PerHour(3)), WithName("client"),
 		WithLimit("api-key", newLimiter(t, store, throttle.PerHour(1)), Metadata("x-api-key")))
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestSeveralLimits(t *testing.T) {
 // to the error hook.
 func TestCost(t *testing.T) {
 	var hooked []error
-	in, err := New(newLimiter(t, throttle.NewMemoryStore(), throttle.PerHour(5)),
+	in, err := New(newLimiter(t, memStore(t), throttle.PerHour(5)),
 		WithCost(func(ctx context.Context, m string) int {
 			md, _ := metadata.FromIncomingContext(ctx)
 			switch strings.Join(md.Get("cost"), "") {
@@ -267,7 +267,16 @@ func deadRedis(t *testing.T) throttle.Store {
 	ln.Close()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { client.Close() })
-	return throttle.NewRedisStore(client)
+	store, err := throttle.NewRedisStore(client)
+	require.NoError(t, err)
+	return store
+}
+
+func memStore(t *testing.T) *throttle.MemoryStore {
+	t.Helper()
+	s, err := throttle.NewMemoryStore()
+	require.NoError(t, err)
+	return s
 }
 
 // TestStoreFailure: by default a failed store fails closed with
@@ -301,7 +310,7 @@ func TestStoreFailure(t *testing.T) {
 
 // TestSkip: skipped methods are neither counted nor given metadata.
 func TestSkip(t *testing.T) {
-	in, err := New(newLimiter(t, throttle.NewMemoryStore(), throttle.PerHour(1)),
+	in, err := New(newLimiter(t, memStore(t), throttle.PerHour(1)),
 		WithSkip(func(_ context.Context, m string) bool { return m == "/grpc.health.v1.Health/Check" }))
 	require.NoError(t, err)
 	c := serveWith(t, in)
@@ -342,7 +351,7 @@ func middlewareUnary(l middlewareLimiter) grpc.UnaryServerInterceptor {
 // sees the method (grpc.Method), the metadata and the peer, sets the
 // RateLimit metadata, and returns an error that carries our full status.
 func TestLimitAdapter(t *testing.T) {
-	in, err := New(newLimiter(t, throttle.NewMemoryStore(), throttle.PerHour(1)), WithKey(Method(), Metadata("x-api-key")))
+	in, err := New(newLimiter(t, memStore(t), throttle.PerHour(1)), WithKey(Method(), Metadata("x-api-key")))
 	require.NoError(t, err)
 	c := serve(t, grpc.ChainUnaryInterceptor(middlewareUnary(in)))
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-api-key", "a")
@@ -377,7 +386,7 @@ func (fakeStream) SetTrailer(md metadata.MD) error { return nil }
 // TestOptionErrors: every bad option is an error wrapping ErrInvalidOption,
 // all of them reported at once.
 func TestOptionErrors(t *testing.T) {
-	lim := newLimiter(t, throttle.NewMemoryStore(), throttle.PerHour(1))
+	lim := newLimiter(t, memStore(t), throttle.PerHour(1))
 	for _, tc := range []struct {
 		name string
 		lim  *throttle.Limiter
@@ -398,6 +407,7 @@ func TestOptionErrors(t *testing.T) {
 		{"nil hook", lim, []Option{WithErrorHook(nil)}, "nil error hook"},
 		{"nil refusal hook", lim, []Option{WithRefusalHook(nil)}, "nil refusal hook"},
 		{"bad closed retry", lim, []Option{WithFailClosed(0)}, "must be positive"},
+		{"open and closed", lim, []Option{WithFailOpen(), WithFailClosed(time.Second)}, "contradict"},
 		{"bad timeout", lim, []Option{WithStoreTimeout(-1)}, "must be positive"},
 		{"nil extra limiter", lim, []Option{WithLimit("x", nil)}, `nil limiter for limit "x"`},
 	} {

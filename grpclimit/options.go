@@ -14,7 +14,10 @@ import (
 // limits with one name.
 var ErrInvalidOption = errors.New("grpclimit: invalid option")
 
-// An Option configures the Interceptor New returns.
+// An Option configures the Interceptor New returns. A nil option, an
+// option with an invalid value and options that contradict each other
+// (WithFailOpen and WithFailClosed) are errors wrapping ErrInvalidOption,
+// returned by New, as everywhere in this module.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -32,6 +35,7 @@ type config struct {
 	cost         func(ctx context.Context, fullMethod string) int
 	skip         func(ctx context.Context, fullMethod string) bool
 	failOpen     bool
+	setClosed    bool // WithFailClosed was given
 	closedRetry  time.Duration
 	storeTimeout time.Duration
 	onError      func(ctx context.Context, fullMethod string, err error)
@@ -60,6 +64,9 @@ func build(lim *throttle.Limiter, opts []Option) (*config, error) {
 			continue
 		}
 		o.apply(c)
+	}
+	if c.failOpen && c.setClosed {
+		c.errorf("WithFailOpen and WithFailClosed contradict each other")
 	}
 	seen := map[string]bool{}
 	for _, l := range c.limits {
@@ -181,7 +188,7 @@ func WithFailClosed(retryAfter time.Duration) Option {
 			c.errorf("fail-closed retry delay %v must be positive", retryAfter)
 			return
 		}
-		c.failOpen, c.closedRetry = false, retryAfter
+		c.setClosed, c.closedRetry = true, retryAfter
 	})
 }
 

@@ -37,7 +37,8 @@ func TestRLSAdditions(t *testing.T) {
 	writeFile(t, cfg, additions)
 	p := startRLS(t, nil, "--config", cfg, "--ietf-headers")
 	ctx := t.Context()
-	store := throttle.NewMemoryStore()
+	store, err := throttle.NewMemoryStore()
+	require.NoError(t, err)
 	sw, err := throttle.New(store, throttle.SlidingWindow, throttle.Limit{Count: 3, Period: 24 * time.Hour})
 	require.NoError(t, err)
 	for i := range 5 {
