@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/rls"
+	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // This file holds what rls serves: the gRPC service (with the standard
@@ -120,6 +120,10 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
 	defer cancel()
+	if err := clusterNodeAsServer(ctx, client); err != nil {
+		client.Close()
+		return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+	}
 	if err := rs.Check(ctx); err != nil {
 		if misconfiguredRedis(err) {
 			client.Close()
@@ -130,9 +134,28 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
 }
 
+// errClusterNode: a single-server URL names a node of a Redis Cluster.
+var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
+
+// clusterNodeAsServer reports errClusterNode when a client for one server
+// talks to a Cluster node: the node would answer MOVED for every key in
+// another node's slots, an outage that no wait would end. A node that does
+// not answer is not this check's business (Check reports it).
+func clusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
+	c, ok := client.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err == nil && strings.Contains(info, "cluster_enabled:1") {
+		return errClusterNode
+	}
+	return nil
+}
+
 // misconfiguredRedis: Redis answered with an error no retry can fix.
 func misconfiguredRedis(err error) bool {
-	return errors.Is(err, rls.ErrMisconfigured) || distributed.IsMisconfiguration(err)
+	return errors.Is(err, rls.ErrMisconfigured) || errors.Is(err, throttle.ErrMisconfigured)
 }
 
 // rlsHealth is the state /healthcheck and the gRPC health service report.
