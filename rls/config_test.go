@@ -122,7 +122,7 @@ func TestLoadDirectory(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "one.yaml", "domain: one\n")
 	writeFile(t, dir, "sub/two.conf", "domain: two\n") // any name, any depth
-	writeFile(t, dir, ".hidden.yaml", "not: [valid")    // dot files are skipped
+	writeFile(t, dir, ".hidden.yaml", "not: [valid")   // dot files are skipped
 	writeFile(t, dir, "..data/three.yaml", "domain: one\n")
 	cfg, err := LoadConfig(dir)
 	if err != nil {
