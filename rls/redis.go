@@ -228,7 +228,9 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	msg := err.Error()
-	for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "READONLY", "MOVED", "ASK"} {
+	// MOVED or ASK reaching us means a Cluster answered a client that is
+	// not a cluster client: misconfigured, below.
+	for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "READONLY"} {
 		if strings.HasPrefix(msg, p) {
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}

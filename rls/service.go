@@ -328,21 +328,35 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
 		defer cancel()
 	}
-	if len(jobs) == 1 {
-		return jobs[0](ctx)
+	// The jobs run apart from the caller, who returns when the context
+	// ends whether or not the client honours it (go-redis reads past a
+	// deadline unless its ContextTimeoutEnabled is set): an abandoned
+	// job's results are never read.
+	done := make(chan error, 1)
+	go func() {
+		if len(jobs) == 1 {
+			done <- jobs[0](ctx)
+			return
+		}
+		errs := make([]error, len(jobs))
+		var wg sync.WaitGroup
+		for i, j := range jobs[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i+1] = j(ctx)
+			}()
+		}
+		errs[0] = jobs[0](ctx)
+		wg.Wait()
+		done <- errors.Join(errs...)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, j := range jobs[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i+1] = j(ctx)
-		}()
-	}
-	errs[0] = jobs[0](ctx)
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // decideLimits decides c's additions (its limits idx) with throttle.
