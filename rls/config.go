@@ -258,7 +258,7 @@ type yamlRateLimit struct {
 func parseFile(name string, content []byte) (*yamlRoot, error) {
 	any := map[interface{}]interface{}{}
 	if err := yaml.Unmarshal(content, &any); err != nil {
-		return nil, &ConfigError{File: name, Reason: "error loading config file: " + err.Error()}
+		return nil, &ConfigError{File: name, Reason: "error loading config file: " + oneLine(err.Error())}
 	}
 	if reason := validateKeys(any); reason != "" {
 		return nil, &ConfigError{File: name, Reason: reason}
@@ -271,9 +271,20 @@ func parseFile(name string, content []byte) (*yamlRoot, error) {
 }
 
 // oneLine joins a multi-line error (yaml.v2's unmarshal errors list one
-// problem per line) so that a ConfigError is one line.
+// problem per line after a heading) so that a ConfigError is one line:
+// "heading: problem; problem".
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+	lines := strings.Split(s, "\n")
+	if len(lines) == 1 {
+		return s
+	}
+	var rest []string
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(l); l != "" {
+			rest = append(rest, l)
+		}
+	}
+	return strings.TrimSpace(lines[0]) + " " + strings.Join(rest, "; ")
 }
 
 // validKeys are the keys the reference knows, anywhere in a file, plus
