@@ -623,3 +623,26 @@ func TestRLSResolve(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want, "%v", tc.env)
 	}
 }
+
+// TestRLSRefusalCache: with --refusal-cache, a counter over its limit is
+// answered from this process until its window ends: with Redis gone, it is
+// still OVER_LIMIT (no round trip), while another counter is UNAVAILABLE.
+func TestRLSRefusalCache(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
+	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--refusal-cache", "100")
+	ctx := t.Context()
+	for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		resp, err := p.call(ctx, "test", "k=x")
+		require.NoError(t, err)
+		assert.Equal(t, want, resp.OverallCode)
+	}
+	srv.Kill()
+	resp, err := p.call(ctx, "test", "k=x")
+	require.NoError(t, err, "answered from the refusal cache, without Redis")
+	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
+	assert.Equal(t, int64(1), p.metric("ratelimit_rls_over_limit_with_local_cache"))
+	_, err = p.call(ctx, "test", "k=y")
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+}
