@@ -229,13 +229,28 @@ func jsonHandler(svc rlsv3.RateLimitServiceServer) http.Handler {
 	})
 }
 
-// countInFlight counts the requests h is answering in n.
-func countInFlight(n *atomic.Int64, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		defer n.Add(-1)
-		h.ServeHTTP(w, r)
-	})
+// rlsAnswerer is a function serving as the RateLimitServiceServer.
+type rlsAnswerer func(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
+
+func (f rlsAnswerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return f(ctx, req)
+}
+
+// storeErrorLog logs the calls the store failed: the first and then one in
+// 1000, so that a dead Redis is said on standard error without flooding
+// it at the call rate (ratelimit_rls_store_errors counts them all).
+type storeErrorLog struct {
+	log *log.Logger
+	n   atomic.Int64
+}
+
+func (l *storeErrorLog) note(err error) {
+	if status.Code(err) != codes.Unavailable {
+		return
+	}
+	if n := l.n.Add(1); n%1000 == 1 {
+		l.log.Printf("store error (%d so far, answering UNAVAILABLE): %v", n, status.Convert(err).Message())
+	}
 }
 
 // serve runs the service until ctx ends, then drains it.
@@ -296,16 +311,21 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	hl := &rlsHealth{grpc: health.NewServer()}
 	hl.set(true)
 	var inFlight atomic.Int64
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	logged := &storeErrorLog{log: errLog}
+	// What both faces call: counted in flight, store failures logged.
+	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		inFlight.Add(1)
 		defer inFlight.Add(-1)
-		return handler(ctx, req)
-	}))
-	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+		resp, err := svc.ShouldRateLimit(ctx, req)
+		logged.note(err)
+		return resp, err
+	})
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.grpc)
 
 	mux := http.NewServeMux()
-	mux.Handle("POST /json", countInFlight(&inFlight, jsonHandler(svc)))
+	mux.Handle("POST /json", jsonHandler(answer))
 	mux.Handle("/healthcheck", hl)
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
 	servers := []*http.Server{httpSrv}

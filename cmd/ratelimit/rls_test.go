@@ -427,6 +427,7 @@ func TestRLSRedisKilled(t *testing.T) {
 	// Far below the reference's 10 s; generous against a busy machine.
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.GreaterOrEqual(t, p.metric("ratelimit_rls_store_errors"), int64(1))
+	assert.Contains(t, p.stderr.String(), "store error (1 so far, answering UNAVAILABLE)")
 
 	srv.Restart()
 	require.Eventually(t, func() bool {
