@@ -109,7 +109,7 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d counters)", c.maxKeys), func() {}, nil
+		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
 	}
 	redis.SetLogger(quietLogger{}) // store errors are counted, and logged by the service
 	client := c.newRedis()
