@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/smooth"
 )
@@ -22,7 +23,7 @@ var engineTestLua string
 type engineScript struct {
 	t   *testing.T
 	c   redis.UniversalClient
-	s   *redis.Script
+	s   *redisscript.Script
 	key string
 }
 
@@ -55,7 +56,7 @@ func TestScriptMatchesEngine(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
-	sc := redis.NewScript(engineLua + "\n" + engineTestLua)
+	sc := redisscript.New(engineLua + "\n" + engineTestLua)
 
 	scenarios := []engineWalk{
 		{"b", 1, 0, 0, 5, 1},
@@ -165,7 +166,7 @@ func FuzzScriptMatchesEngine(f *testing.F) {
 	srv := redistest.Start(f)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	f.Cleanup(func() { _ = c.Close() })
-	sc := redis.NewScript(engineLua + "\n" + engineTestLua)
+	sc := redisscript.New(engineLua + "\n" + engineTestLua)
 	f.Fuzz(func(t *testing.T, warm bool, burst, cold float64, warmup int64, rate float64, seed uint64) {
 		// The configurations the root package accepts (its New validates).
 		// (cold and warmup matter to a warming-up limiter only, burst to a
