@@ -13,7 +13,7 @@
 -- This file is prepended to lease.lua; it defines only local functions.
 
 local TPS = 1e6
-local INF = math.huge
+local INF = 1 / 0 -- not math.huge: gopher-lua's (miniredis) is the largest finite double
 local TWO63 = 9223372036854775808 -- 2^63: Java's Long.MAX_VALUE as a double
 
 -- goMin is Go's math.Min: NaN if either argument is NaN (Lua's math.min

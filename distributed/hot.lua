@@ -50,7 +50,7 @@ local function waterLevel(hist, rate)
   table.sort(list, function(x, y) return x.v < y.v end)
   local n = 0
   for i = 1, #list do n = n + list[i].c end
-  local level, remaining, m = math.huge, rate, n
+  local level, remaining, m = 1 / 0, rate, n
   for i = 1, #list do
     local l = remaining / m
     if list[i].v > l then
@@ -75,7 +75,7 @@ local function sweep(sc, cur)
 end
 
 if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte of its double
-  local INF = math.huge
+  local INF = 1 / 0 -- not math.huge: see engine.lua
   local TWO63 = 9223372036854775808
   local floor, ceil = math.floor, math.ceil
   local now, _, _, _, _, _, callerVer, validity, regTTL, need, want, maxWait, demand, tau, join =

@@ -3,6 +3,7 @@ package distributed
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -125,4 +126,24 @@ func TestMiniredisMisconfigured(t *testing.T) {
 	st := l2.Stats()
 	assert.True(t, st.InFallback)
 	assert.False(t, IsMisconfiguration(st.LastError), "%v", st.LastError)
+}
+
+// TestMiniredisUnlimited: a fleet at +Inf admits without waiting on
+// miniredis too. (Its Lua's math.huge is the largest finite double, so the
+// scripts write their infinity as 1 / 0.)
+func TestMiniredisUnlimited(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	base := clocktest.NewFake()
+	l, err := New(c, "unlimited", math.Inf(1), WithClock(base), WithProcessID("p"), syncCalls())
+	require.NoError(t, err)
+	defer l.Close(context.Background())
+	for i := range 1000 {
+		w, err := l.Acquire(context.Background(), 1000)
+		require.NoError(t, err, "Acquire %d", i)
+		require.Zero(t, w, "Acquire %d waited", i)
+	}
+	assert.Zero(t, base.Elapsed(), "slept")
+	assert.Equal(t, math.Inf(1), l.Stats().StoredRate)
 }
