@@ -55,7 +55,7 @@ func TestMiniredisLeases(t *testing.T) {
 	run := func(c redis.UniversalClient, base *clocktest.Fake, opts ...Option) ([]int64, []Stats) {
 		var lims []*Limiter
 		for _, pid := range []string{"a", "b", "c"} {
-			o := append([]Option{WithClock(base), WithProcessID(pid)}, opts...)
+			o := append([]Option{WithLocalClock(base), WithProcessID(pid)}, opts...)
 			l, err := New(c, "fleet", 100, o...)
 			require.NoError(t, err)
 			lims = append(lims, l)
@@ -103,14 +103,14 @@ func TestMiniredisMisconfigured(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, mr.Set("ratelimit:{taken}:state", "a string"))
-	l, err := New(c, "taken", 100, WithFailOpen(50), WithProcessID("p"), syncCalls())
+	l, err := New(c, "taken", 100, WithFailurePolicy(FailOpen), WithSafeRate(50), WithProcessID("p"), syncCalls())
 	require.NoError(t, err)
 	defer l.Close(context.Background())
 	_, err = l.Acquire(context.Background(), 1)
 	assert.ErrorIs(t, err, ErrMisconfigured)
 	assert.False(t, errors.Is(err, ErrUnavailable), "%v", err)
 
-	l2, err := New(c, "fresh", 100, WithFailOpen(50), WithProcessID("p"), syncCalls(), WithClock(clocktest.NewFake()))
+	l2, err := New(c, "fresh", 100, WithFailurePolicy(FailOpen), WithSafeRate(50), WithProcessID("p"), syncCalls(), WithLocalClock(clocktest.NewFake()))
 	require.NoError(t, err)
 	defer l2.Close(context.Background())
 	_, err = l2.Acquire(context.Background(), 1)
@@ -136,7 +136,7 @@ func TestMiniredisUnlimited(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	base := clocktest.NewFake()
-	l, err := New(c, "unlimited", math.Inf(1), WithClock(base), WithProcessID("p"), syncCalls())
+	l, err := New(c, "unlimited", math.Inf(1), WithLocalClock(base), WithProcessID("p"), syncCalls())
 	require.NoError(t, err)
 	defer l.Close(context.Background())
 	for i := range 1000 {
