@@ -222,13 +222,17 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 // testing/synctest bubble, where contexts and the limiter share the bubble's
 // time.
 //
-// permits <= 0 is an error that wraps ErrInvalidPermits.
+// permits <= 0 is an error that wraps ErrInvalidPermits; a nil ctx is
+// ErrNilContext.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
 	if permits <= 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidPermits, permits)
 	}
 	if !l.made() {
 		return 0, errZero
+	}
+	if ctx == nil {
+		return 0, ErrNilContext
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
