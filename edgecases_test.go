@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -644,7 +643,11 @@ func TestEdgeString(t *testing.T) {
 		{math.SmallestNonzeroFloat64, time.Microsecond, "0.0"},
 		{math.Inf(1), time.Microsecond, "Infinity"},
 		{math.Inf(1), time.Nanosecond, "Infinity"},
-		{math.MaxFloat64, time.Microsecond, "17976931348623157" + strings.Repeat("0", 292) + ".0"},
+		// Past 1e16 the exponent form, not Java's 309 digits.
+		{math.MaxFloat64, time.Microsecond, "1.7976931348623157e+308"},
+		{1e308, time.Nanosecond, "1e+308"},
+		{1e16, time.Nanosecond, "1e+16"},
+		{9999999999999998, time.Nanosecond, "9999999999999998.0"},
 	}
 	for _, c := range cases {
 		l, _ := ecLimiter(t, c.tick, ecBursty, c.rate)
