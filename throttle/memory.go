@@ -246,7 +246,7 @@ func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 // it. Anything else, and every error, goes through the Store interface
 // (allowN).
 func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (err error) {
-	if l == nil || l.mem == nil || uint(len(key))-1 >= MaxKeyLen || n < 0 { // empty or too long: allowN says which
+	if l == nil || l.mem == nil || uint(len(key))-1 >= MaxKeyLen || n < 0 || ctx == nil { // empty or too long: allowN says which
 		*d, err = l.allowN(ctx, key, n)
 		return err
 	}

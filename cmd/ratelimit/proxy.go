@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/httplimit"
+	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -188,7 +189,7 @@ func proxyConfigFrom(listen, limit, burst, alg, key, redisURL, metrics string, t
 		return nil, fmt.Errorf("--key %q: want ip, route or header:NAME (e.g. header:X-Api-Key)", key)
 	}
 	for _, s := range trusted {
-		p, err := httplimit.ParsePrefix(s)
+		p, err := netprefix.Parse(s)
 		if err != nil {
 			return nil, fmt.Errorf("--trusted-proxy %q: want a CIDR (10.0.0.0/8) or an address", s)
 		}
