@@ -1,0 +1,89 @@
+// Package rls is Envoy's global rate limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) as a
+// library: the configuration of envoyproxy/ratelimit read as it reads it,
+// its descriptor matching, and its answers, over an embedded memory store
+// or Redis, with what its users have asked for on top. The command
+// `ratelimit rls` serves it; Go programs can register a Service on their
+// own grpc.Server.
+//
+//	cfg, err := rls.LoadConfig("/etc/ratelimit/config") // a file or a directory
+//	store, err := rls.NewRedisStore(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+//	svc, err := rls.New(cfg, store, rls.WithRateLimitHeaders("", "", ""))
+//	rlsv3.RegisterRateLimitServiceServer(grpcServer, svc)
+//
+// # The reference's behaviour
+//
+// With no addition configured and no option given, every answer equals
+// envoyproxy/ratelimit's for the same calls at the same instants:
+//
+//   - Configuration: one domain per file (MergeDomains to share one),
+//     descriptors nested by key and optional value, a value ending in '*'
+//     matching every value with that prefix, and rate_limit {unit,
+//     requests_per_unit, unlimited, name, replaces}, shadow_mode,
+//     quota_mode, detailed_metric, value_to_metric, share_threshold. Every
+//     file the reference rejects is rejected, with its reason: a
+//     *ConfigError prints "<file>: <reason>".
+//   - Matching, level by level along the request's entries: the exact
+//     "key_value" child, else the first wildcard child whose prefix
+//     matches, else the "key" child; the last entry must land on a level
+//     with a rate limit. A request's own limit (descriptor.limit)
+//     replaces the configuration's.
+//   - Counting: a fixed window aligned on the Unix epoch (a unit of
+//     second, minute, hour, day, week, month = 30 days, year = 365 days),
+//     one counter per descriptor and window, to which every hit is added,
+//     refused ones too; a descriptor is OVER_LIMIT when its count after
+//     the hits exceeds requests_per_unit. limit_remaining is the limit
+//     minus the count (0 when over), duration_until_reset the whole
+//     seconds to the window's end. hits_addend 0 counts 1; a descriptor's
+//     own hits_addend (0 included: a check without counting) wins.
+//   - Unmatched descriptors and unknown domains answer OK without a limit;
+//     unlimited ones OK with limit_remaining 2^32−1; shadow_mode rules are
+//     counted but answer OK; a rule named in another matched rule's
+//     replaces is not applied.
+//   - Counters per rule (total_hits, over_limit, near_limit at the 0.8
+//     ratio, within_limit, shadow_mode), written by WriteMetrics.
+//
+// # Additions
+//
+// Each is off unless configured, and changes no answer of a configuration
+// that does not use it.
+//
+//   - algorithm: on a rate_limit: fixed-window (the default, the reference's
+//     counting window), or one of throttle's sliding-window, gcra,
+//     token-bucket, leaky-bucket, sliding-log, with throttle's definitions
+//     unchanged (requests_per_unit per unit; refused hits never counted;
+//     the burst is requests_per_unit). For these, limit_remaining is
+//     throttle's Remaining and duration_until_reset the seconds until the
+//     key is back to its full allowance, or, when over, until the same
+//     request would pass.
+//   - unit_multiplier: N on a rate_limit: a window (or period) of N units,
+//     e.g. unit: second with unit_multiplier: 30. current_limit still
+//     reports the unit; duration_until_reset is exact.
+//   - rate_limits: a list of rate limits on one descriptor (10 per second
+//     and 300 per minute), all applied: the descriptor is over when any
+//     is, and reports the one over (else the one with the fewest
+//     remaining). The reference's windows in the list count as usual;
+//     the list's other algorithms are decided together by
+//     throttle.AllowAll, all counted or none.
+//   - WithCountOnlyAdmitted: the reference's windows count only the hits
+//     they admit, atomically (on Redis, in the same script), where the
+//     reference's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT reads, then
+//     writes.
+//   - WithIETFHeaders: RateLimit-Policy and RateLimit fields in
+//     response_headers_to_add, as httplimit writes them, beside the
+//     reference's RateLimit-Limit/Remaining/Reset (WithRateLimitHeaders).
+//   - WithStoreTimeout: a store that fails or takes longer (50 ms by
+//     default) gives gRPC UNAVAILABLE at once, so that Envoy's
+//     failure_mode_deny decides, instead of a 10 s wait on a dead Redis.
+//   - MemoryStore: one instance needs no Redis.
+//   - WithRefusalCache on a RedisStore: over-limit windows are refused in
+//     this process until they end, without a round trip.
+//
+// # Redis
+//
+// A RedisStore adds to all of a call's windows with one Lua script in one
+// round trip (in a Cluster, one pipeline: one script per key, sent to each
+// node at once), setting a counter's TTL only when it creates it. The
+// additions' algorithms use throttle's RedisStore; their round trips run
+// at the same time as the windows'.
+package rls

@@ -1,0 +1,36 @@
+-- Adds hits to the reference's fixed-window counters, all in one step.
+--
+-- KEYS[i]: the i-th window's counter (its key ends in the window's start).
+-- ARGV[1]: 1 to count only admitted hits (a sum above its limit is not
+--          written), 0 to count every hit as envoyproxy/ratelimit does.
+-- ARGV[3i-1], ARGV[3i], ARGV[3i+1]: the i-th window's hits, its limit and
+--          the seconds until it ends (its counter's TTL).
+-- Returns, per window, the count after the hits (or as if they had been
+-- added, when they were not). The TTL is set only when the counter is
+-- created: one EXPIRE per window, not one per hit.
+local only_admitted = ARGV[1] == '1'
+local out = {}
+for i, key in ipairs(KEYS) do
+  local hits = tonumber(ARGV[3 * i - 1])
+  local limit = tonumber(ARGV[3 * i])
+  local count
+  if hits == 0 then
+    count = tonumber(redis.call('GET', key) or '0')
+  elseif only_admitted then
+    local cur = tonumber(redis.call('GET', key) or '0')
+    count = cur + hits
+    if count <= limit then
+      redis.call('INCRBY', key, hits)
+      if cur == 0 then
+        redis.call('EXPIRE', key, ARGV[3 * i + 1])
+      end
+    end
+  else
+    count = redis.call('INCRBY', key, hits)
+    if count == hits then
+      redis.call('EXPIRE', key, ARGV[3 * i + 1])
+    end
+  end
+  out[i] = count
+end
+return out

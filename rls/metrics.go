@@ -1,0 +1,152 @@
+package rls
+
+import (
+	"bufio"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// ruleStats are the reference's counters of one rule (or detailed key).
+type ruleStats struct {
+	totalHits, overLimit, nearLimit, withinLimit, shadowMode, overLimitLocalCache atomic.Uint64
+}
+
+// metrics are a Service's counters, written by WriteMetrics in the
+// Prometheus text format.
+type metrics struct {
+	rules          sync.Map // string → *ruleStats
+	domainNotFound sync.Map // string → *atomic.Uint64
+
+	storeErrors, serviceErrors         atomic.Uint64
+	configLoadSuccess, configLoadError atomic.Uint64
+	globalShadowMode                   atomic.Uint64
+}
+
+func (m *metrics) rule(key string) *ruleStats {
+	if v, ok := m.rules.Load(key); ok {
+		return v.(*ruleStats)
+	}
+	v, _ := m.rules.LoadOrStore(key, new(ruleStats))
+	return v.(*ruleStats)
+}
+
+func (m *metrics) notFound(domain string) {
+	v, ok := m.domainNotFound.Load(domain)
+	if !ok {
+		v, _ = m.domainNotFound.LoadOrStore(domain, new(atomic.Uint64))
+	}
+	v.(*atomic.Uint64).Add(1)
+}
+
+// RuleCounts are the counters of one rule, as the reference names them.
+type RuleCounts struct {
+	TotalHits, OverLimit, NearLimit, WithinLimit, ShadowMode uint64
+	// OverLimitWithLocalCache counts the over-limit hits answered from
+	// the refusal cache (included in OverLimit).
+	OverLimitWithLocalCache uint64
+}
+
+// RuleCounts returns the counters of the rule or metric key (a rule's
+// FullKey, or the detailed key of a detailed_metric rule); zero when it has
+// had no hits.
+func (s *Service) RuleCounts(key string) RuleCounts {
+	v, ok := s.metrics.rules.Load(key)
+	if !ok {
+		return RuleCounts{}
+	}
+	r := v.(*ruleStats)
+	return RuleCounts{
+		TotalHits: r.totalHits.Load(), OverLimit: r.overLimit.Load(), NearLimit: r.nearLimit.Load(),
+		WithinLimit: r.withinLimit.Load(), ShadowMode: r.shadowMode.Load(),
+		OverLimitWithLocalCache: r.overLimitLocalCache.Load(),
+	}
+}
+
+// StoreErrors is how many calls failed on the store (the reference's
+// redis_error).
+func (s *Service) StoreErrors() uint64 { return s.metrics.storeErrors.Load() }
+
+// ConfigLoadFailed counts a configuration that failed to load
+// (config_load_error); call it when a reload is refused. SetConfig counts
+// the successes.
+func (s *Service) ConfigLoadFailed() { s.metrics.configLoadError.Add(1) }
+
+// WriteMetrics writes every counter in the Prometheus text exposition
+// format (version 0.0.4), for a /metrics endpoint:
+//
+//	ratelimit_rls_total_hits{key="domain.key_value"} 12
+//
+// Per rule (key is the rule's full key, as the reference's stats name it):
+// total_hits, over_limit, near_limit, within_limit, shadow_mode and
+// over_limit_with_local_cache; for the service: store_errors (the
+// reference's redis_error), service_errors, config_load_success,
+// config_load_error, global_shadow_mode, and domain_not_found per domain.
+func (s *Service) WriteMetrics(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	m := &s.metrics
+	type kv struct {
+		key string
+		r   *ruleStats
+	}
+	var rules []kv
+	m.rules.Range(func(k, v any) bool {
+		rules = append(rules, kv{k.(string), v.(*ruleStats)})
+		return true
+	})
+	sort.Slice(rules, func(i, j int) bool { return rules[i].key < rules[j].key })
+	perRule := []struct {
+		name, help string
+		get        func(*ruleStats) uint64
+	}{
+		{"total_hits", "Hits on the rule (hits_addend summed).", func(r *ruleStats) uint64 { return r.totalHits.Load() }},
+		{"over_limit", "Hits over the rule's limit.", func(r *ruleStats) uint64 { return r.overLimit.Load() }},
+		{"near_limit", "Hits within the limit but above the near-limit ratio.", func(r *ruleStats) uint64 { return r.nearLimit.Load() }},
+		{"within_limit", "Hits within the limit.", func(r *ruleStats) uint64 { return r.withinLimit.Load() }},
+		{"shadow_mode", "Hits over the limit of a shadow_mode rule (answered OK).", func(r *ruleStats) uint64 { return r.shadowMode.Load() }},
+		{"over_limit_with_local_cache", "Over-limit hits answered by the refusal cache.", func(r *ruleStats) uint64 { return r.overLimitLocalCache.Load() }},
+	}
+	for _, c := range perRule {
+		header(bw, "ratelimit_rls_"+c.name, c.help)
+		for _, r := range rules {
+			bw.WriteString("ratelimit_rls_" + c.name + `{key="` + escapeLabel(r.key) + `"} `)
+			bw.WriteString(strconv.FormatUint(c.get(r.r), 10))
+			bw.WriteByte('\n')
+		}
+	}
+	var domains []string
+	m.domainNotFound.Range(func(k, _ any) bool { domains = append(domains, k.(string)); return true })
+	sort.Strings(domains)
+	header(bw, "ratelimit_rls_domain_not_found", "Descriptors asked about a domain no configuration has.")
+	for _, d := range domains {
+		v, _ := m.domainNotFound.Load(d)
+		bw.WriteString(`ratelimit_rls_domain_not_found{domain="` + escapeLabel(d) + `"} `)
+		bw.WriteString(strconv.FormatUint(v.(*atomic.Uint64).Load(), 10))
+		bw.WriteByte('\n')
+	}
+	for _, c := range []struct {
+		name, help string
+		v          *atomic.Uint64
+	}{
+		{"store_errors", "Calls answered UNAVAILABLE because the store failed or timed out.", &m.storeErrors},
+		{"service_errors", "Calls refused as invalid (empty domain or no descriptors).", &m.serviceErrors},
+		{"config_load_success", "Configurations loaded.", &m.configLoadSuccess},
+		{"config_load_error", "Configurations refused (the previous one kept).", &m.configLoadError},
+		{"global_shadow_mode", "Calls over the limit answered OK by the global shadow mode.", &m.globalShadowMode},
+	} {
+		header(bw, "ratelimit_rls_"+c.name, c.help)
+		bw.WriteString("ratelimit_rls_" + c.name + " " + strconv.FormatUint(c.v.Load(), 10) + "\n")
+	}
+	return bw.Flush()
+}
+
+func header(w *bufio.Writer, name, help string) {
+	w.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n")
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }

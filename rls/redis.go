@@ -1,0 +1,292 @@
+package rls
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+//go:embed lua/windows.lua
+var windowsLua string
+
+var windowsScript = redis.NewScript(windowsLua)
+
+// RedisStore keeps every counter in Redis (a server, a failover group or a
+// Cluster), shared by every instance that uses it.
+//
+// The reference's windows are counters "prefix + domain_key_value_..._start"
+// (the reference's own keys, so both can share a Redis during a migration),
+// added to by one Lua script per call for all the call's descriptors: one
+// round trip however many descriptors, and an EXPIRE only when a counter is
+// created, not with every hit. In a Cluster the descriptors' keys live in
+// different slots, so the store sends one script per key in one pipeline:
+// go-redis sends each node its share at once, one round trip per node, in
+// parallel. The additions' algorithms run throttle's RedisStore.
+//
+// Time is this process's clock, as in the reference: instances sharing a
+// Redis must have synchronised clocks (the windows are aligned on the
+// epoch, so two instances a second apart count a second's hits in
+// different windows at the edges).
+type RedisStore struct {
+	client  redis.UniversalClient
+	cluster bool
+	cfg     storeConfig
+	clock   func() time.Time
+	lim     *throttle.RedisStore
+	refused *windowCache // nil: no refusal cache
+}
+
+// NewRedisStore returns a store over client. Options: WithKeyPrefix,
+// WithClock, WithRefusalCache. It does not contact Redis: Check does.
+func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
+	cfg, err := buildStoreConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	if cfg.maxKeys > 0 {
+		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore (Redis bounds its keys by TTL)", ErrInvalidOption)
+	}
+	var topts []throttle.StoreOption
+	if cfg.clock != nil {
+		topts = append(topts, throttle.WithClock(cfg.clock))
+	}
+	if cfg.prefix != "" {
+		topts = append(topts, throttle.WithKeyPrefix(cfg.prefix+throttle.DefaultKeyPrefix))
+	}
+	if cfg.refusalCache > 0 {
+		topts = append(topts, throttle.WithRefusalCache(cfg.refusalCache))
+	}
+	lim := throttle.NewRedisStore(client, topts...)
+	if _, err := throttle.New(lim, throttle.GCRA, throttle.PerSecond(1)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}
+	_, s.cluster = client.(*redis.ClusterClient)
+	if cfg.refusalCache > 0 {
+		s.refused = newWindowCache(cfg.refusalCache)
+	}
+	return s, nil
+}
+
+func (s *RedisStore) now() time.Time         { return s.clock() }
+func (s *RedisStore) limits() throttle.Store { return s.lim }
+
+// Check asks Redis whether the store can work: it runs the windows' script
+// on a key of its own without counting anything. A wrong password or
+// database, or a Cluster answered as a single server, is an error wrapping
+// ErrMisconfigured; no answer, ErrUnavailable.
+func (s *RedisStore) Check(ctx context.Context) error {
+	ops := []windowOp{{key: s.cfg.prefix + "rls:check", hits: 0, limit: 1, ttl: 1}}
+	return s.windows(ctx, ops, false)
+}
+
+func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted bool) error {
+	now := s.clock().Unix()
+	// The refusal cache: a window already over its limit stays over until
+	// it ends, whatever is added (its counter only grows).
+	pending := ops
+	var idx []int
+	if s.refused != nil {
+		idx = make([]int, 0, len(ops))
+		pending = make([]windowOp, 0, len(ops))
+		for i := range ops {
+			if c, ok := s.refused.get(ops[i].key, now); ok && c > ops[i].limit {
+				ops[i].after, ops[i].cached = sat(c, ops[i].hits), true
+				continue
+			}
+			idx = append(idx, i)
+			pending = append(pending, ops[i])
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+	}
+	mode := "0"
+	if onlyAdmitted {
+		mode = "1"
+	}
+	var err error
+	if s.cluster && len(pending) > 1 {
+		err = s.runPipelined(ctx, pending, mode)
+	} else {
+		err = s.runOne(ctx, pending, mode)
+	}
+	if err != nil {
+		return err
+	}
+	if s.refused != nil {
+		for j, i := range idx {
+			op := pending[j]
+			ops[i].after = op.after
+			stored := op.after // what the counter holds now
+			if onlyAdmitted && op.after > op.limit {
+				stored = op.after - op.hits
+			}
+			// Cached only when strictly over: every later call in the
+			// window, whatever its hits, is then over too.
+			if stored > op.limit {
+				s.refused.put(op.key, stored, now+op.ttl)
+			}
+		}
+	}
+	return nil
+}
+
+func scriptArgs(ops []windowOp, mode string) (keys []string, args []any) {
+	keys = make([]string, len(ops))
+	args = make([]any, 1, 1+3*len(ops))
+	args[0] = mode
+	for i, op := range ops {
+		keys[i] = op.key
+		args = append(args, op.hits, op.limit, op.ttl)
+	}
+	return keys, args
+}
+
+func (s *RedisStore) runOne(ctx context.Context, ops []windowOp, mode string) error {
+	keys, args := scriptArgs(ops, mode)
+	v, err := windowsScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	if err != nil {
+		return classify(err)
+	}
+	return fill(ops, v)
+}
+
+func (s *RedisStore) runPipelined(ctx context.Context, ops []windowOp, mode string) error {
+	run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(ops))
+		_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range ops {
+				keys, args := scriptArgs(ops[i:i+1], mode)
+				cmds[i] = eval(p, keys, args...)
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	cmds, err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+		return windowsScript.EvalSha(ctx, p, keys, args...)
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+			return windowsScript.Eval(ctx, p, keys, args...)
+		})
+	}
+	if err != nil {
+		return classify(err)
+	}
+	for i, c := range cmds {
+		v, err := c.Int64Slice()
+		if err != nil {
+			return classify(err)
+		}
+		if err := fill(ops[i:i+1], v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fill(ops []windowOp, v []int64) error {
+	if len(v) != len(ops) {
+		return fmt.Errorf("%w: the windows script answered %d counts for %d keys", ErrMisconfigured, len(v), len(ops))
+	}
+	for i := range ops {
+		if v[i] < 0 {
+			return fmt.Errorf("%w: window %q holds %d", ErrMisconfigured, ops[i].key, v[i])
+		}
+		ops[i].after = uint64(v[i])
+	}
+	return nil
+}
+
+// classify wraps a Redis error in ErrUnavailable (no answer: network,
+// timeout, cancelled, loading, failing over) or ErrMisconfigured (an answer
+// that no retry will change: authentication, a key of another type, a
+// script error, cross-slot keys).
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	msg := err.Error()
+	// MOVED or ASK reaching us means a Cluster answered a client that is
+	// not a cluster client: misconfigured, below.
+	for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "READONLY"} {
+		if strings.HasPrefix(msg, p) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return fmt.Errorf("%w: %w", ErrMisconfigured, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// windowCache remembers windows over their limit, by key (the key names
+// the window, so an entry is never wrong: it only grows stale when the
+// window ends, and is then dropped).
+type windowCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]cachedWindow
+}
+
+type cachedWindow struct {
+	count uint64
+	end   int64
+}
+
+func newWindowCache(n int) *windowCache {
+	return &windowCache{max: n, m: map[string]cachedWindow{}}
+}
+
+func (c *windowCache) get(key string, now int64) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.m[key]
+	if ok && now >= w.end {
+		delete(c.m, key)
+		return 0, false
+	}
+	return w.count, ok
+}
+
+func (c *windowCache) put(key string, count uint64, end int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
+		// Full: drop a few entries, ended ones first if seen; Go's map
+		// order makes this a random eviction, bounded work per insert.
+		seen := 0
+		for k := range c.m {
+			delete(c.m, k)
+			if seen++; seen == 1 {
+				break
+			}
+		}
+	}
+	c.m[key] = cachedWindow{count: count, end: end}
+}
+
+// itoa is strconv.FormatInt for window starts.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

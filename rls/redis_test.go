@@ -1,0 +1,309 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// roundTrips counts what a go-redis client sends: one per command sent
+// alone, one per pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// commandCalls reads how many times the server ran cmd (scripts' calls
+// included) from INFO commandstats.
+func commandCalls(t *testing.T, c *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
+}
+
+const fiveRules = `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 100}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: c
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: e
+    rate_limit: {unit: day, requests_per_unit: 100}
+  - key: f
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
+// One call, five descriptors: one round trip, and an EXPIRE only for the
+// counters a call creates.
+func TestRedisOneRoundTripNoExpirePerHit(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	var rt roundTrips
+	client.AddHook(&rt)
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(client, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, fiveRules), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("a", "1"), desc("b", "1"), desc("c", "1"), desc("e", "1"), desc("f", "1"))
+	// The script is loaded by the first call (EVALSHA, NOSCRIPT, EVAL).
+	if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	expires := commandCalls(t, admin, "expire")
+	if expires != 5 {
+		t.Errorf("first call: %d EXPIRE, want 5 (one per new counter)", expires)
+	}
+	before := rt.n.Load()
+	for i := 0; i < 10; i++ {
+		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rt.n.Load() - before; got != 10 {
+		t.Errorf("10 calls of 5 descriptors: %d round trips, want 10", got)
+	}
+	if got := commandCalls(t, admin, "expire"); got != expires {
+		t.Errorf("10 more calls on the same windows: %d more EXPIRE, want 0", got-expires)
+	}
+	if got := commandCalls(t, admin, "incrby"); got != 55 {
+		t.Errorf("%d INCRBY, want 55", got)
+	}
+}
+
+// A Redis Cluster: the reference's answers, the descriptors' keys in
+// several slots, one pipeline per call.
+func TestRedisClusterReferenceAnswers(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer client.Close()
+	var rt roundTrips
+	client.AddHook(&rt)
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(client, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(mustLoad(t, "testdata/config"), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range referenceSteps {
+		clock.set(time.Unix(T0+s.at, 0))
+		got, err := svc.ShouldRateLimit(context.Background(), s.req)
+		if err != nil {
+			t.Fatalf("step %d %s: %v", i, s.name, err)
+		}
+		checkResponse(t, s.name, got, s.want)
+	}
+	svc2, err := New(parseYAML(t, fiveRules), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("a", "1"), desc("b", "1"), desc("c", "1"), desc("e", "1"), desc("f", "1"))
+	if _, err := svc2.ShouldRateLimit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	if _, err := svc2.ShouldRateLimit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load() - before; got != 1 {
+		t.Errorf("a call of 5 descriptors over a cluster: %d pipelines, want 1", got)
+	}
+}
+
+// A hung Redis (SIGSTOP) answers UNAVAILABLE within the store timeout, not
+// the client's; a dead one at once; a restarted one is used again.
+func TestRedisFailureIsUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+	defer client.Close()
+	store, err := NewRedisStore(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, fiveRules), store, WithStoreTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("a", "1"), desc("f", "1"))
+	if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := func(what string) {
+		t.Helper()
+		start := time.Now()
+		_, err := svc.ShouldRateLimit(context.Background(), req)
+		if grpcstatus.Code(err) != codes.Unavailable {
+			t.Fatalf("%s: got %v, want UNAVAILABLE", what, err)
+		}
+		// Bounded by the store timeout (100 ms), far from the client's
+		// 10 s: 5 s leaves room for a loaded machine.
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: answered after %v", what, d)
+		}
+	}
+	srv.Pause()
+	unavailable("hung")
+	srv.Resume()
+	srv.Kill()
+	unavailable("dead")
+	if svc.StoreErrors() != 2 {
+		t.Errorf("store errors %d, want 2", svc.StoreErrors())
+	}
+	srv.Restart()
+	// The pool may hold a connection from before the restart: a first
+	// call may fail, a second must not.
+	if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatalf("after restart: %v", err)
+		}
+	}
+}
+
+func TestRedisMisconfigured(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.CLI("CONFIG", "SET", "requirepass", "secret")
+	for _, c := range []struct {
+		name string
+		opts redis.Options
+	}{
+		{"wrong password", redis.Options{Password: "wrong"}},
+		{"no password", redis.Options{}},
+		{"no such database", redis.Options{Password: "secret", DB: 4000}},
+	} {
+		c.opts.Addr = srv.Addr()
+		client := redis.NewClient(&c.opts)
+		store, err := NewRedisStore(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Check(context.Background()); !errors.Is(err, ErrMisconfigured) {
+			t.Errorf("%s: %v, want ErrMisconfigured", c.name, err)
+		}
+		client.Close()
+	}
+	good := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "secret"})
+	defer good.Close()
+	store, _ := NewRedisStore(good)
+	if err := store.Check(context.Background()); err != nil {
+		t.Errorf("right password: %v", err)
+	}
+	// A cluster client on a server that is not a cluster.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, Password: "secret"})
+	defer cc.Close()
+	store, _ = NewRedisStore(cc)
+	if err := store.Check(context.Background()); !errors.Is(err, ErrMisconfigured) {
+		t.Errorf("cluster client on a standalone server: %v, want ErrMisconfigured", err)
+	}
+	// Nothing listening: unavailable, not misconfigured.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	dead := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer dead.Close()
+	store, _ = NewRedisStore(dead)
+	if err := store.Check(context.Background()); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("nothing listening: %v, want ErrUnavailable", err)
+	}
+}
+
+// The refusal cache answers an over-limit window without a round trip
+// until the window ends, with the answer Redis would give.
+func TestRedisRefusalCache(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	var rt roundTrips
+	client.AddHook(&rt)
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(client, WithClock(clock), WithRefusalCache(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, fiveRules), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("f", "1"))
+	want := []*rlsv3.RateLimitResponse{
+		response(ok, status(ok, "", 2, mnt, 1, 40)),
+		response(ok, status(ok, "", 2, mnt, 0, 40)),
+		response(over, status(over, "", 2, mnt, 0, 40)),
+		response(over, status(over, "", 2, mnt, 0, 40)),
+		response(over, status(over, "", 2, mnt, 0, 40)),
+	}
+	var trips []int64
+	for i, w := range want {
+		before := rt.n.Load()
+		got, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResponse(t, "call "+strconv.Itoa(i), got, w)
+		trips = append(trips, rt.n.Load()-before)
+	}
+	if trips[3] != 0 || trips[4] != 0 {
+		t.Errorf("round trips per call %v: the cached refusals should need none", trips)
+	}
+	if c := svc.RuleCounts("d.f"); c.OverLimitWithLocalCache != 2 || c.OverLimit != 3 {
+		t.Errorf("counts %+v", c)
+	}
+	// The next window is asked again.
+	clock.set(time.Unix(T0+40, 0))
+	before := rt.n.Load()
+	got, err := svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResponse(t, "next window", got, response(ok, status(ok, "", 2, mnt, 1, 60)))
+	if rt.n.Load() == before {
+		t.Error("the next window was answered from the cache")
+	}
+}

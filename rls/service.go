@@ -1,0 +1,522 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+// Service answers Envoy's ShouldRateLimit from a Config and a Store. It
+// implements rlsv3.RateLimitServiceServer: register it on a grpc.Server
+// with rlsv3.RegisterRateLimitServiceServer. Safe for concurrent use;
+// SetConfig swaps the configuration atomically while calls run.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	state   atomic.Pointer[compiled]
+	store   Store
+	redis   bool // the store has round trips: bound them, run them at once
+	cfg     serviceConfig
+	metrics metrics
+}
+
+// compiled is a Config with the additions' limiters built over the store.
+type compiled struct {
+	cfg      *Config
+	limiters map[*Limit]*throttle.Limiter
+}
+
+// New returns a Service answering from cfg with store (nil: a new
+// MemoryStore). It returns an error wrapping ErrInvalidOption for a bad
+// option or store.
+func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
+	sc, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if store == nil {
+		m, err := NewMemoryStore()
+		if err != nil {
+			return nil, err
+		}
+		store = m
+	}
+	_, isMem := store.(*MemoryStore)
+	s := &Service{store: store, redis: !isMem, cfg: sc}
+	if cfg != nil {
+		if err := s.SetConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// SetConfig makes cfg the configuration of every call from now on (calls
+// already running finish with the old one) and counts a
+// config_load_success. Counters in the store are kept: a rule whose limit
+// changes keeps its window's count.
+func (s *Service) SetConfig(cfg *Config) error {
+	if cfg == nil {
+		return fmt.Errorf("%w: nil configuration", ErrInvalidOption)
+	}
+	c := &compiled{cfg: cfg, limiters: map[*Limit]*throttle.Limiter{}}
+	var err error
+	for _, d := range cfg.domains {
+		d.walk(func(n *node) {
+			if n.rule == nil || n.rule.Unlimited || err != nil {
+				return
+			}
+			for _, l := range n.rule.Limits {
+				if l.referenceWindow() {
+					continue
+				}
+				lim, e := throttle.New(s.store.limits(), l.Algorithm, throttle.Limit{Count: int(l.RequestsPerUnit), Period: l.period()})
+				if e != nil {
+					err = fmt.Errorf("%s: %w", n.rule.FullKey, e)
+					return
+				}
+				c.limiters[l] = lim
+			}
+		})
+	}
+	if err != nil {
+		return err
+	}
+	s.state.Store(c)
+	s.metrics.configLoadSuccess.Add(1)
+	return nil
+}
+
+func (n *node) walk(f func(*node)) {
+	f(n)
+	for _, c := range n.children {
+		c.walk(f)
+	}
+}
+
+// Config returns the configuration in use (nil before the first).
+func (s *Service) Config() *Config {
+	if c := s.state.Load(); c != nil {
+		return c.cfg
+	}
+	return nil
+}
+
+// result is one limit's answer for one descriptor.
+type result struct {
+	limit     *Limit
+	over      bool
+	before    uint64 // hits counted before this call (the reference's limitBeforeIncrease)
+	after     uint64 // and after it
+	max       uint64 // the limit's requests per window
+	remaining uint32
+	reset     int64 // seconds
+	cached    bool  // answered by the refusal cache
+}
+
+// call is one descriptor's work.
+type call struct {
+	m         match
+	hits      uint64
+	unlimited bool
+	limits    []*Limit // the limits applied (after replaces)
+	results   []result
+	base      string // store key of the descriptor, without window or index
+}
+
+// ShouldRateLimit decides one request, as envoyproxy/ratelimit does unless
+// an addition is configured (see the package documentation). A store that
+// fails or exceeds the store timeout gives a gRPC UNAVAILABLE error; an
+// empty domain, no descriptors or no configuration, the reference's
+// errors (code UNKNOWN).
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		s.metrics.serviceErrors.Add(1)
+		return nil, grpcstatus.Error(codes.Unknown, "rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		s.metrics.serviceErrors.Add(1)
+		return nil, grpcstatus.Error(codes.Unknown, "rate limit descriptor list must not be empty")
+	}
+	st := s.state.Load()
+	if st == nil {
+		s.metrics.serviceErrors.Add(1)
+		return nil, grpcstatus.Error(codes.Unknown, "no rate limit configuration loaded")
+	}
+	now := s.store.now().Unix()
+	calls := make([]call, len(req.Descriptors))
+	var replacing map[string]bool
+	for i, d := range req.Descriptors {
+		m, ok := st.cfg.find(req.Domain, d)
+		if !ok {
+			s.metrics.notFound(req.Domain)
+		}
+		c := &calls[i]
+		c.m = m
+		if m.rule == nil {
+			continue
+		}
+		if m.override && m.rule.Limits[0].seconds() == 0 {
+			// The reference crashes here ("should not get here").
+			s.metrics.serviceErrors.Add(1)
+			return nil, grpcstatus.Errorf(codes.InvalidArgument, "descriptor %d: limit override has unit %v", i, d.GetLimit().GetUnit())
+		}
+		for _, l := range m.rule.Limits {
+			for _, r := range l.Replaces {
+				if replacing == nil {
+					replacing = map[string]bool{}
+				}
+				replacing[r] = true
+			}
+		}
+		c.unlimited = m.rule.Unlimited
+		if h := d.GetHitsAddend(); h != nil {
+			c.hits = h.GetValue() // 0 checks without counting
+		} else {
+			c.hits = max(1, uint64(req.GetHitsAddend()))
+		}
+	}
+	var ops []windowOp
+	for i := range calls {
+		c := &calls[i]
+		if c.m.rule == nil || c.unlimited {
+			continue
+		}
+		for _, l := range c.m.rule.Limits {
+			if l.Name != "" && replacing[l.Name] {
+				continue
+			}
+			c.limits = append(c.limits, l)
+		}
+		if len(c.limits) == 0 {
+			continue
+		}
+		c.base = s.baseKey(req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
+		s.metrics.rule(c.m.statsKey).totalHits.Add(c.hits)
+		c.results = make([]result, len(c.limits))
+		for k, l := range c.limits {
+			c.results[k] = result{limit: l, max: uint64(l.RequestsPerUnit)}
+			if l.referenceWindow() {
+				div := l.seconds()
+				start := now / div * div
+				ops = append(ops, windowOp{key: windowKey(c.base, l.index, start), hits: c.hits, limit: uint64(l.RequestsPerUnit), ttl: start + div - now})
+			}
+		}
+	}
+	if err := s.decide(ctx, st, calls, ops); err != nil {
+		s.metrics.storeErrors.Add(1)
+		return nil, grpcstatus.Error(codes.Unavailable, err.Error())
+	}
+	// The windows' answers, in the order the ops were made.
+	j := 0
+	for i := range calls {
+		c := &calls[i]
+		for k, l := range c.limits {
+			if !l.referenceWindow() {
+				continue
+			}
+			op := &ops[j]
+			j++
+			r := &c.results[k]
+			r.after = op.after
+			r.before = op.after - min(op.after, c.hits)
+			r.cached = op.cached
+			r.over = op.after > r.max
+			div := l.seconds()
+			r.reset = div - now%div
+			if !r.over {
+				r.remaining = uint32(r.max - op.after)
+			}
+		}
+	}
+	return s.respond(req, calls), nil
+}
+
+// baseKey is the reference's cache key without its window: prefix, domain,
+// then "key_value_" per entry (a share_threshold entry's value replaced by
+// its wildcard, so that all its values share one counter).
+func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) string {
+	n := len(domain) + 1
+	for _, e := range entries {
+		n += len(e.GetKey()) + len(e.GetValue()) + 2
+	}
+	b := make([]byte, 0, n+24)
+	b = append(b, s.storePrefix()...)
+	b = append(b, domain...)
+	b = append(b, '_')
+	for i, e := range entries {
+		b = append(b, e.GetKey()...)
+		b = append(b, '_')
+		if i < len(shared) && shared[i] != "" {
+			b = append(b, shared[i]...)
+		} else {
+			b = append(b, e.GetValue()...)
+		}
+		b = append(b, '_')
+	}
+	return string(b)
+}
+
+func (s *Service) storePrefix() string {
+	switch st := s.store.(type) {
+	case *RedisStore:
+		return st.cfg.prefix
+	case *MemoryStore:
+		return st.cfg.prefix
+	}
+	return ""
+}
+
+// windowKey is base + the window's start, as the reference names it; a
+// second or later limit of a rate_limits list gets "#index_" before the
+// start so that its counter is its own.
+func windowKey(base string, index int, start int64) string {
+	if index == 0 {
+		return base + itoa(start)
+	}
+	return base + "#" + strconv.Itoa(index) + "_" + itoa(start)
+}
+
+// decide runs the store work: every reference window in one windows call,
+// and the additions' limits through throttle, one AllowAll per descriptor
+// (its limits all counted or none). With a store that has round trips the
+// calls run at once, bounded by the store timeout.
+func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []windowOp) error {
+	var jobs []func(context.Context) error
+	if len(ops) > 0 {
+		jobs = append(jobs, func(ctx context.Context) error { return s.store.windows(ctx, ops, s.cfg.onlyAdmitted) })
+	}
+	for i := range calls {
+		c := &calls[i]
+		var idx []int
+		for k, l := range c.limits {
+			if !l.referenceWindow() {
+				idx = append(idx, k)
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		jobs = append(jobs, func(ctx context.Context) error { return s.decideLimits(ctx, st, c, idx) })
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	if !s.redis {
+		for _, j := range jobs {
+			if err := j(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if s.cfg.storeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
+		defer cancel()
+	}
+	// The jobs run apart from the caller, who returns when the context
+	// ends whether or not the client honours it (go-redis reads past a
+	// deadline unless its ContextTimeoutEnabled is set): an abandoned
+	// job's results are never read.
+	done := make(chan error, 1)
+	go func() {
+		if len(jobs) == 1 {
+			done <- jobs[0](ctx)
+			return
+		}
+		errs := make([]error, len(jobs))
+		var wg sync.WaitGroup
+		for i, j := range jobs[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i+1] = j(ctx)
+			}()
+		}
+		errs[0] = jobs[0](ctx)
+		wg.Wait()
+		done <- errors.Join(errs...)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// decideLimits decides c's additions (its limits idx) with throttle.
+func (s *Service) decideLimits(ctx context.Context, st *compiled, c *call, idx []int) error {
+	n := int(min(c.hits, uint64(math.MaxInt32)))
+	checks := make([]throttle.Check, len(idx))
+	for j, k := range idx {
+		l := c.limits[k]
+		checks[j] = throttle.Check{Limiter: st.limiters[l], Key: c.base + "#" + strconv.Itoa(l.index) + "_" + l.Algorithm.String() + "_" + itoa(l.seconds()), N: n}
+		if checks[j].Limiter == nil {
+			return fmt.Errorf("%w: no limiter for %s", ErrMisconfigured, c.m.statsKey)
+		}
+	}
+	ds, err := throttle.AllowAll(ctx, checks...)
+	if err != nil {
+		if errors.Is(err, throttle.ErrWrongType) {
+			return fmt.Errorf("%w: %w", ErrMisconfigured, err)
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	for j, k := range idx {
+		d := ds[j]
+		r := &c.results[k]
+		r.max = uint64(d.Limit)
+		used := uint64(d.Limit - min(d.Limit, d.Remaining))
+		if d.Allowed {
+			r.after = used
+			r.before = used - min(used, c.hits)
+			r.remaining = uint32(min(d.Remaining, math.MaxUint32))
+			r.reset = ceilSeconds(int64(d.ResetAfter))
+		} else {
+			r.over = true
+			r.before = used
+			r.after = sat(used, c.hits)
+			wait := d.RetryAfter
+			if wait < 0 {
+				wait = c.limits[k].period()
+			}
+			r.reset = max(1, ceilSeconds(int64(wait)))
+		}
+	}
+	return nil
+}
+
+// ceilSeconds rounds ns nanoseconds up to whole seconds.
+func ceilSeconds(ns int64) int64 {
+	if ns <= 0 {
+		return 0
+	}
+	return (ns + 1e9 - 1) / 1e9
+}
+
+// respond turns the results into the response and counts them.
+func (s *Service) respond(req *rlsv3.RateLimitRequest, calls []call) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls))}
+	overall := rlsv3.RateLimitResponse_OK
+	var minStatus *rlsv3.RateLimitResponse_DescriptorStatus
+	minRemaining := uint32(math.MaxUint32)
+	for i := range calls {
+		c := &calls[i]
+		if c.unlimited {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			continue
+		}
+		if len(c.results) == 0 {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			continue
+		}
+		r := strictest(c.results)
+		stats := s.metrics.rule(c.m.statsKey)
+		s.count(stats, r, c.hits, c.m.rule.ShadowMode)
+		code := rlsv3.RateLimitResponse_OK
+		if r.over && !c.m.rule.ShadowMode {
+			code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		ds := &rlsv3.RateLimitResponse_DescriptorStatus{
+			Code:               code,
+			CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.limit.Name, RequestsPerUnit: r.limit.RequestsPerUnit, Unit: r.limit.Unit},
+			LimitRemaining:     r.remaining,
+			DurationUntilReset: &durationpb.Duration{Seconds: r.reset},
+		}
+		if ds.LimitRemaining < minRemaining {
+			minStatus, minRemaining = ds, ds.LimitRemaining
+		}
+		if code == rlsv3.RateLimitResponse_OVER_LIMIT && c.m.rule.QuotaMode {
+			// quota_mode: reported, never enforced (the reference drops
+			// the reset from such a status).
+			ds = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: ds.CurrentLimit, LimitRemaining: ds.LimitRemaining}
+		} else if code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			overall = code
+			minStatus, minRemaining = ds, 0
+		}
+		resp.Statuses[i] = ds
+	}
+	if s.cfg.headers && minStatus != nil {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
+			&corev3.HeaderValue{Key: s.cfg.limitHeader, Value: strconv.FormatUint(uint64(minStatus.CurrentLimit.RequestsPerUnit), 10)},
+			&corev3.HeaderValue{Key: s.cfg.remainingHeader, Value: strconv.FormatUint(uint64(minStatus.LimitRemaining), 10)},
+			&corev3.HeaderValue{Key: s.cfg.resetHeader, Value: strconv.FormatInt(minStatus.DurationUntilReset.GetSeconds(), 10)},
+		)
+	}
+	if s.cfg.ietfHeaders {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, ietfHeaders(calls, overall == rlsv3.RateLimitResponse_OVER_LIMIT)...)
+	}
+	if overall == rlsv3.RateLimitResponse_OVER_LIMIT && s.cfg.globalShadowMode {
+		overall = rlsv3.RateLimitResponse_OK
+		s.metrics.globalShadowMode.Add(1)
+	}
+	resp.OverallCode = overall
+	return resp
+}
+
+// strictest is the result a descriptor reports: its first over-limit
+// result, else the one with the fewest remaining.
+func strictest(rs []result) *result {
+	best := &rs[0]
+	for i := range rs {
+		r := &rs[i]
+		switch {
+		case r.over && !best.over:
+			best = r
+		case !r.over && !best.over && r.remaining < best.remaining:
+			best = r
+		}
+	}
+	return best
+}
+
+// count adds a decided descriptor's hits to its rule's counters, as the
+// reference's base limiter does: the hits past the limit are over_limit,
+// those between the near-limit threshold and the limit near_limit.
+func (s *Service) count(st *ruleStats, r *result, hits uint64, shadow bool) {
+	overT := r.max
+	nearT := uint64(math.Floor(float64(float32(overT) * s.cfg.nearLimitRatio)))
+	switch {
+	case r.cached:
+		st.overLimit.Add(hits)
+		st.overLimitLocalCache.Add(hits)
+	case r.over:
+		if r.before >= overT {
+			st.overLimit.Add(hits)
+		} else {
+			st.overLimit.Add(r.after - overT)
+			st.nearLimit.Add(overT - max(nearT, r.before))
+		}
+	default:
+		if r.after > nearT {
+			if r.before >= nearT {
+				st.nearLimit.Add(hits)
+			} else {
+				st.nearLimit.Add(r.after - nearT)
+			}
+		}
+		st.withinLimit.Add(hits)
+	}
+	if r.over && shadow {
+		if r.cached || r.before >= overT {
+			st.shadowMode.Add(hits)
+		} else {
+			st.shadowMode.Add(r.after - overT)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+// Store errors. A Service answers gRPC UNAVAILABLE for both; a command
+// refuses to start on ErrMisconfigured.
+var (
+	// ErrUnavailable: the store did not answer in time or failed (Redis
+	// down, a timeout, a cancelled call).
+	ErrUnavailable = errors.New("rls: store unavailable")
+	// ErrMisconfigured: the store answers but cannot be used as
+	// configured (wrong password or database, cluster mode mismatch, a
+	// key of another type).
+	ErrMisconfigured = errors.New("rls: store misconfigured")
+	// ErrInvalidOption: an option with a bad value.
+	ErrInvalidOption = errors.New("rls: invalid option")
+)
+
+// A Store keeps the counters of a Service: MemoryStore (one process, the
+// default) or RedisStore (shared by every instance that uses the same
+// Redis). Both hold the reference's fixed windows and, for the additions'
+// algorithms, a throttle store; they answer identically for identical calls
+// at identical times.
+//
+// The interface is sealed: its methods are unexported.
+type Store interface {
+	// windows adds each op's hits to its window counter (or, with
+	// onlyAdmitted, only when the sum stays within its limit) and sets
+	// op.after, all in one step (one round trip on Redis).
+	windows(ctx context.Context, ops []windowOp, onlyAdmitted bool) error
+	// limits is the throttle store the additions' limiters use.
+	limits() throttle.Store
+	// now reads the store's clock, in whole seconds since the epoch.
+	now() time.Time
+}
+
+// windowOp is one reference-window increment.
+type windowOp struct {
+	key    string // window key, including the window's start
+	hits   uint64
+	limit  uint64 // the window's requests_per_unit (for onlyAdmitted)
+	ttl    int64  // seconds until the window ends, at least 1
+	after  uint64 // result: the count after the increment (or as if added)
+	cached bool   // result: answered by the refusal cache, not the store
+}
+
+// A StoreOption configures a MemoryStore or a RedisStore; bad values are
+// reported by the constructor (ErrInvalidOption).
+type StoreOption interface{ applyStore(*storeConfig) }
+
+type storeOptionFunc func(*storeConfig)
+
+func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
+
+type storeConfig struct {
+	clock        ratelimit.Clock
+	prefix       string
+	refusalCache int
+	maxKeys      int
+	errs         []error
+}
+
+func buildStoreConfig(opts []StoreOption) (storeConfig, error) {
+	c := storeConfig{}
+	for _, o := range opts {
+		if o == nil || (reflect.ValueOf(o).Kind() == reflect.Func && reflect.ValueOf(o).IsNil()) {
+			c.errs = append(c.errs, fmt.Errorf("%w: nil store option", ErrInvalidOption))
+			continue
+		}
+		o.applyStore(&c)
+	}
+	return c, errors.Join(c.errs...)
+}
+
+// WithClock makes the store read time from c instead of the time package
+// (for tests: every instance sharing a Redis must agree on the time).
+func WithClock(c ratelimit.Clock) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil clock", ErrInvalidOption))
+			return
+		}
+		cfg.clock = c
+	})
+}
+
+// WithKeyPrefix starts every key the store writes with prefix (the
+// reference's CACHE_KEY_PREFIX; default none for the windows, throttle's
+// DefaultKeyPrefix for the additions' keys, which follow it).
+func WithKeyPrefix(prefix string) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if strings.ContainsAny(prefix, "{}") {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", ErrInvalidOption, prefix))
+			return
+		}
+		cfg.prefix = prefix
+	})
+}
+
+// WithRefusalCache makes a RedisStore remember up to n over-limit keys in
+// this process and refuse them again without a round trip until their
+// window ends (the reference's LOCAL_CACHE_SIZE_IN_BYTES, counted in
+// keys), and gives its additions throttle.WithRefusalCache(n).
+func WithRefusalCache(n int) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if n < 1 {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: refusal cache size %d must be at least 1", ErrInvalidOption, n))
+			return
+		}
+		cfg.refusalCache = n
+	})
+}
+
+// WithMaxKeys bounds a MemoryStore's additions to n keys
+// (throttle.WithMaxKeys); the windows are bounded by time, not count: a
+// window's counter is dropped once the window has ended.
+func WithMaxKeys(n int) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if n < 1 {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: max keys %d must be at least 1", ErrInvalidOption, n))
+			return
+		}
+		cfg.maxKeys = n
+	})
+}
+
+func (c *storeConfig) nowFunc() func() time.Time {
+	if c.clock != nil {
+		return c.clock.Now
+	}
+	return time.Now
+}
+
+// MemoryStore keeps every counter in this process: one instance needs
+// nothing else. Safe for concurrent use.
+type MemoryStore struct {
+	cfg    storeConfig
+	clock  func() time.Time
+	shards [memShards]memShard
+	lim    *throttle.MemoryStore
+}
+
+const memShards = 64
+
+type memShard struct {
+	mu sync.Mutex
+	m  map[string]memWindow
+	// sweepAt is the size at which the shard next drops ended windows:
+	// twice its live size after the last sweep, so sweeping costs O(1)
+	// per insert, amortized.
+	sweepAt int
+	_       [40]byte
+}
+
+type memWindow struct {
+	count uint64
+	end   int64 // unix seconds at which the window ends
+}
+
+// NewMemoryStore returns an empty in-process store. Options: WithClock,
+// WithMaxKeys, WithKeyPrefix (accepted; the keys never leave the process).
+func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
+	cfg, err := buildStoreConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.refusalCache > 0 {
+		return nil, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore (a MemoryStore has no round trip to save)", ErrInvalidOption)
+	}
+	var topts []throttle.StoreOption
+	if cfg.clock != nil {
+		topts = append(topts, throttle.WithClock(cfg.clock))
+	}
+	if cfg.maxKeys > 0 {
+		topts = append(topts, throttle.WithMaxKeys(cfg.maxKeys))
+	}
+	lim, err := newThrottleMemory(topts...)
+	if err != nil {
+		return nil, err
+	}
+	s := &MemoryStore{cfg: cfg, clock: cfg.nowFunc(), lim: lim}
+	for i := range s.shards {
+		s.shards[i].m = map[string]memWindow{}
+		s.shards[i].sweepAt = 1024
+	}
+	return s, nil
+}
+
+// newThrottleMemory is the one place a throttle.MemoryStore is made.
+func newThrottleMemory(opts ...throttle.StoreOption) (*throttle.MemoryStore, error) {
+	s := throttle.NewMemoryStore(opts...)
+	// A store's option errors surface from throttle.New.
+	if _, err := throttle.New(s, throttle.GCRA, throttle.PerSecond(1)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	return s, nil
+}
+
+func (s *MemoryStore) now() time.Time         { return s.clock() }
+func (s *MemoryStore) limits() throttle.Store { return s.lim }
+
+func (s *MemoryStore) windows(_ context.Context, ops []windowOp, onlyAdmitted bool) error {
+	now := s.clock().Unix()
+	for i := range ops {
+		op := &ops[i]
+		sh := &s.shards[fnv32(op.key)%memShards]
+		sh.mu.Lock()
+		w, ok := sh.m[op.key]
+		if ok && now >= w.end {
+			w, ok = memWindow{}, false
+		}
+		sum := w.count + op.hits
+		if sum < w.count {
+			sum = ^uint64(0) // saturate: no wrap to a small count
+		}
+		op.after = sum
+		if op.hits > 0 && (!onlyAdmitted || sum <= op.limit) {
+			if !ok {
+				w.end = now + op.ttl
+				if len(sh.m) >= sh.sweepAt {
+					sh.sweep(now)
+				}
+			}
+			w.count = sum
+			sh.m[op.key] = w
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+func (sh *memShard) sweep(now int64) {
+	for k, w := range sh.m {
+		if now >= w.end {
+			delete(sh.m, k)
+		}
+	}
+	sh.sweepAt = max(1024, 2*len(sh.m))
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// checkStore is a store for throttle.New to validate the additions'
+// limits against while a configuration loads; made on first use.
+var checkStore = sync.OnceValues(func() (*throttle.MemoryStore, error) {
+	return newThrottleMemory(throttle.WithMaxKeys(1))
+})
+
+// checkLimit reports whether throttle accepts l for alg.
+func checkLimit(alg throttle.Algorithm, l throttle.Limit) error {
+	st, err := checkStore()
+	if err != nil {
+		return err
+	}
+	_, err = throttle.New(st, alg, l)
+	return err
+}
+
+// sat is a + b, saturating at the largest uint64.
+func sat(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return ^uint64(0)
+}
