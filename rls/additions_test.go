@@ -32,7 +32,7 @@ descriptors:
 				if err != nil {
 					t.Fatal(err)
 				}
-				ref, err := throttle.New(throttle.NewMemoryStore(throttle.WithClock(clock)), alg, throttle.Limit{Count: 5, Period: 2 * time.Second})
+				ref, err := throttle.New(mustThrottleMemory(t, clock), alg, throttle.Limit{Count: 5, Period: 2 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -159,7 +159,7 @@ descriptors:
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := throttle.NewMemoryStore(throttle.WithClock(clock))
+		ts := mustThrottleMemory(t, clock)
 		a, _ := throttle.New(ts, throttle.GCRA, throttle.Limit{Count: 2, Period: time.Second})
 		b, _ := throttle.New(ts, throttle.SlidingWindow, throttle.Limit{Count: 5, Period: time.Minute})
 		r := rand.New(rand.NewSource(7))
@@ -239,7 +239,7 @@ descriptors:
 			checkResponse(t, fmt.Sprintf("count-only-admitted call %d", i), got, s.oua)
 		}
 		// Against throttle's FixedWindow on random calls.
-		tl, _ := throttle.New(throttle.NewMemoryStore(throttle.WithClock(clock)), throttle.FixedWindow, throttle.Limit{Count: 3, Period: time.Minute})
+		tl, _ := throttle.New(mustThrottleMemory(t, clock), throttle.FixedWindow, throttle.Limit{Count: 3, Period: time.Minute})
 		r := rand.New(rand.NewSource(3))
 		now := time.Unix(T0, 0)
 		for i := 0; i < 300; i++ {
@@ -256,4 +256,14 @@ descriptors:
 			}
 		}
 	})
+}
+
+// mustThrottleMemory is a throttle.MemoryStore on the test's clock.
+func mustThrottleMemory(t testing.TB, clock throttle.Clock) *throttle.MemoryStore {
+	t.Helper()
+	s, err := throttle.NewMemoryStore(throttle.WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -61,7 +61,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	}
 	var topts []throttle.StoreOption
 	if cfg.clock != nil {
-		topts = append(topts, throttle.WithClock(cfg.clock))
+		topts = append(topts, throttle.WithStoreClock(cfg.clock))
 	}
 	if cfg.prefix != "" {
 		topts = append(topts, throttle.WithKeyPrefix(cfg.prefix+throttle.DefaultKeyPrefix))
@@ -69,8 +69,8 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	if cfg.refusalCache > 0 {
 		topts = append(topts, throttle.WithRefusalCache(cfg.refusalCache))
 	}
-	lim := throttle.NewRedisStore(client, topts...)
-	if _, err := throttle.New(lim, throttle.GCRA, throttle.PerSecond(1)); err != nil {
+	lim, err := throttle.NewRedisStore(client, topts...)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}

@@ -180,7 +180,7 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	}
 	var topts []throttle.StoreOption
 	if cfg.clock != nil {
-		topts = append(topts, throttle.WithClock(cfg.clock))
+		topts = append(topts, throttle.WithStoreClock(cfg.clock))
 	}
 	if cfg.maxKeys > 0 {
 		topts = append(topts, throttle.WithMaxKeys(cfg.maxKeys))
@@ -199,9 +199,8 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 
 // newThrottleMemory is the one place a throttle.MemoryStore is made.
 func newThrottleMemory(opts ...throttle.StoreOption) (*throttle.MemoryStore, error) {
-	s := throttle.NewMemoryStore(opts...)
-	// A store's option errors surface from throttle.New.
-	if _, err := throttle.New(s, throttle.GCRA, throttle.PerSecond(1)); err != nil {
+	s, err := throttle.NewMemoryStore(opts...)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	return s, nil

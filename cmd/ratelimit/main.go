@@ -47,6 +47,7 @@ var commands = map[string]command{
 	"pipe":  {"copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)", runPipe},
 	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runJobs},
 	"proxy": {"serve a rate-limiting reverse proxy in front of an HTTP service", runProxy},
+	"rls":   {"serve Envoy's global rate limit service (envoyproxy/ratelimit's configuration, memory or Redis)", runRLS},
 }
 
 // Exit statuses shared by every command.

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/rls"
+)
+
+// This file holds what rls serves: the gRPC service (with the standard
+// health service), the reference's HTTP face (/json, /healthcheck) and the
+// metrics, and their graceful stop.
+
+// rlsShutdownTimeout bounds how long calls in flight may take to finish
+// after SIGINT or SIGTERM; Envoy's calls last milliseconds.
+const rlsShutdownTimeout = 30 * time.Second
+
+// maxJSONBody bounds a /json request: a RateLimitRequest is a few hundred
+// bytes.
+const maxJSONBody = 1 << 20
+
+// runCheck is --check: load the configuration once, print one line.
+func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit rls: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "ratelimit rls: %s is valid: %s\n", c.configPath, describeConfig(cfg))
+	return exitOK
+}
+
+// load reads the configuration at configPath.
+func (c *rlsConfig) load() (*rls.Config, error) {
+	if _, err := os.Stat(c.configPath); err != nil && c.configFromEnv && errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
+	}
+	return rls.LoadConfig(c.configPath, rls.MergeDomains(c.mergeDomains))
+}
+
+// describeConfig names a configuration's domains and files, for messages.
+func describeConfig(cfg *rls.Config) string {
+	d := cfg.Domains()
+	files := len(cfg.Files())
+	return fmt.Sprintf("%d file%s, domain%s %s", files, plural(files), plural(len(d)), strings.Join(d, ", "))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// serviceOptions are the rls options the flags ask for.
+func (c *rlsConfig) serviceOptions() []rls.Option {
+	opts := []rls.Option{rls.WithStoreTimeout(c.storeTimeout)}
+	if c.responseHeaders {
+		opts = append(opts, rls.WithRateLimitHeaders(c.headerNames[0], c.headerNames[1], c.headerNames[2]))
+	}
+	if c.ietfHeaders {
+		opts = append(opts, rls.WithIETFHeaders())
+	}
+	if c.countOnlyAdmitted {
+		opts = append(opts, rls.WithCountOnlyAdmitted())
+	}
+	if c.nearLimitRatio != 0 {
+		opts = append(opts, rls.WithNearLimitRatio(c.nearLimitRatio))
+	}
+	if c.shadowMode {
+		opts = append(opts, rls.WithGlobalShadowMode())
+	}
+	return opts
+}
+
+// openStore makes the store: memory, or Redis checked at start. A Redis
+// that answers but is set up wrong is an error wrapping
+// rls.ErrMisconfigured (exit status 2); one that does not answer is a
+// warning on stderr: the service answers UNAVAILABLE until it does.
+func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), err error) {
+	var sopts []rls.StoreOption
+	if c.keyPrefix != "" {
+		sopts = append(sopts, rls.WithKeyPrefix(c.keyPrefix))
+	}
+	if c.refusalCache > 0 {
+		sopts = append(sopts, rls.WithRefusalCache(c.refusalCache))
+	}
+	if c.newRedis == nil {
+		m, err := rls.NewMemoryStore(append(sopts, rls.WithMaxKeys(c.maxKeys))...)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return m, fmt.Sprintf("memory store (at most %d counters)", c.maxKeys), func() {}, nil
+	}
+	redis.SetLogger(quietLogger{}) // store errors are counted, and logged by the service
+	client := c.newRedis()
+	rs, err := rls.NewRedisStore(client, sopts...)
+	if err != nil {
+		client.Close()
+		return nil, "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
+	defer cancel()
+	if err := rs.Check(ctx); err != nil {
+		if misconfiguredRedis(err) {
+			client.Close()
+			return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+		}
+		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE until it does\n", c.redisWhere, err)
+	}
+	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
+}
+
+// misconfiguredRedis: Redis answered with an error no retry can fix.
+func misconfiguredRedis(err error) bool {
+	return errors.Is(err, rls.ErrMisconfigured) || distributed.IsMisconfiguration(err)
+}
+
+// rlsHealth is the state /healthcheck and the gRPC health service report.
+type rlsHealth struct {
+	ok   atomic.Bool
+	grpc *health.Server
+}
+
+func (h *rlsHealth) set(ok bool) {
+	h.ok.Store(ok)
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.grpc.SetServingStatus("", st)
+	h.grpc.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+}
+
+// ServeHTTP is /healthcheck: "OK", or 500 while stopping, as the
+// reference answers.
+func (h *rlsHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.ok.Load() {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	io.WriteString(w, "OK")
+}
+
+// jsonHandler is the reference's POST /json: a RateLimitRequest in
+// protojson, answered 200 (OK) or 429 (OVER_LIMIT) with the response in
+// protojson; 400 for a body that is not a request, and 503 when the store
+// failed (the reference answers 400 there too, which blames the client).
+func jsonHandler(svc rlsv3.RateLimitServiceServer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		if err != nil {
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			http.Error(w, "not a RateLimitRequest in JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := svc.ShouldRateLimit(r.Context(), &req)
+		if err != nil {
+			code := http.StatusBadRequest // the reference's answer to every error
+			switch status.Code(err) {
+			case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+				code = http.StatusServiceUnavailable
+			case codes.Internal:
+				code = http.StatusInternalServerError
+			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
+		}
+		out, err := protojson.Marshal(resp)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch resp.GetOverallCode() {
+		case rlsv3.RateLimitResponse_OVER_LIMIT:
+			w.WriteHeader(http.StatusTooManyRequests)
+		case rlsv3.RateLimitResponse_OK:
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+		w.Write(out)
+	})
+}
+
+// countInFlight counts the requests h is answering in n.
+func countInFlight(n *atomic.Int64, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		defer n.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serve runs the service until ctx ends, then drains it.
+func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
+	const prefix = "ratelimit rls"
+	fp := configFingerprint(c.configPath) // before loading: a change in between is seen
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUsage
+	}
+	store, storeName, closeStore, err := c.openStore(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUsage
+	}
+	defer closeStore()
+	svc, err := rls.New(cfg, store, c.serviceOptions()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUsage
+	}
+	errLog := log.New(stderr, prefix+": ", 0)
+
+	// Listen on everything first, so that a taken address stops the
+	// command before it serves anything.
+	var listeners []net.Listener
+	closeAll := func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}
+	listen := func(flagName, addr string) (net.Listener, bool) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --%s: %v\n", prefix, flagName, err)
+			closeAll()
+			return nil, false
+		}
+		listeners = append(listeners, ln)
+		return ln, true
+	}
+	grpcLn, ok := listen("grpc", c.grpcAddr)
+	if !ok {
+		return exitFail
+	}
+	httpLn, ok := listen("http", c.httpAddr)
+	if !ok {
+		return exitFail
+	}
+	var metricsLn net.Listener
+	if c.metricsAddr != "" {
+		if metricsLn, ok = listen("metrics", c.metricsAddr); !ok {
+			return exitFail
+		}
+	}
+
+	hl := &rlsHealth{grpc: health.NewServer()}
+	hl.set(true)
+	var inFlight atomic.Int64
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		return handler(ctx, req)
+	}))
+	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+	healthpb.RegisterHealthServer(gs, hl.grpc)
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /json", countInFlight(&inFlight, jsonHandler(svc)))
+	mux.Handle("/healthcheck", hl)
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	servers := []*http.Server{httpSrv}
+	metricsNote := ""
+	if metricsLn != nil {
+		mmux := http.NewServeMux()
+		mmux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			svc.WriteMetrics(w)
+			fmt.Fprintf(w, "# HELP ratelimit_rls_calls_in_flight ShouldRateLimit calls (gRPC and /json) being answered.\n# TYPE ratelimit_rls_calls_in_flight gauge\nratelimit_rls_calls_in_flight %d\n", inFlight.Load())
+		})
+		servers = append(servers, &http.Server{Handler: mmux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		metricsNote = fmt.Sprintf(", metrics on http://%s/metrics", metricsLn.Addr())
+	}
+
+	w := newConfigWatcher(c, svc, fp, errLog)
+	stopWatch := w.start(c.reloadInterval)
+	defer stopWatch()
+
+	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",
+		prefix, grpcLn.Addr(), httpLn.Addr(), metricsNote, describeConfig(cfg), c.configPath, storeName)
+
+	failed := make(chan error, 1+len(servers))
+	go func() { failed <- gs.Serve(grpcLn) }()
+	go func() { failed <- httpSrv.Serve(httpLn) }()
+	if metricsLn != nil {
+		go func() { failed <- servers[1].Serve(metricsLn) }()
+	}
+	status := exitOK
+	select {
+	case <-ctx.Done():
+	case err := <-failed:
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		status = exitFail
+	}
+	fmt.Fprintf(stderr, "%s: shutting down, letting calls in flight finish\n", prefix)
+	hl.set(false)
+	drain, cancel := context.WithTimeout(context.Background(), rlsShutdownTimeout)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	for _, s := range servers {
+		if err := s.Shutdown(drain); err != nil {
+			fmt.Fprintf(stderr, "%s: shutdown: %v\n", prefix, err)
+			status = exitFail
+		}
+	}
+	select {
+	case <-stopped:
+	case <-drain.Done():
+		gs.Stop()
+		fmt.Fprintf(stderr, "%s: shutdown: gRPC calls still running after %v: stopped\n", prefix, rlsShutdownTimeout)
+		status = exitFail
+	}
+	return status
+}

@@ -1,0 +1,250 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+// Metadata keys of the answers: the IETF RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) and Retry-After, lower-case as
+// gRPC metadata keys are.
+const (
+	MDPolicy     = "ratelimit-policy"
+	MDRateLimit  = "ratelimit"
+	MDRetryAfter = "retry-after"
+)
+
+// Interceptor limits the calls of a gRPC server: Unary and Stream give its
+// interceptors, and Limit makes it a go-grpc-middleware ratelimit.Limiter.
+// Make one with New; it is safe for concurrent use.
+type Interceptor struct {
+	c      *config
+	policy string   // ratelimit-policy, the same on every answer
+	quoted []string // each limit's name as a structured-field string
+}
+
+// New returns an Interceptor that admits a call only if lim (and every
+// limit added with WithLimit) allows it. Errors wrap ErrInvalidOption.
+func New(lim *throttle.Limiter, opts ...Option) (*Interceptor, error) {
+	c, err := build(lim, opts)
+	if err != nil {
+		return nil, err
+	}
+	in := &Interceptor{c: c}
+	var b strings.Builder
+	for i, l := range c.limits {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		lm := l.lim.Limit()
+		fmt.Fprintf(&b, "%q;q=%d;w=%d", l.name, lm.Count, ceilSeconds(lm.Period))
+		in.quoted = append(in.quoted, strconv.Quote(l.name))
+	}
+	in.policy = b.String()
+	return in, nil
+}
+
+// Unary returns the unary server interceptor.
+func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if in.c.skip != nil && in.c.skip(ctx, info.FullMethod) {
+			return handler(ctx, req)
+		}
+		md, err := in.check(ctx, info.FullMethod)
+		if md != nil {
+			// Fails only when headers were already sent, which no
+			// handler has done yet.
+			_ = grpc.SetHeader(ctx, md)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor. A stream is checked once,
+// when it opens: its messages are not counted.
+func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		if in.c.skip != nil && in.c.skip(ctx, info.FullMethod) {
+			return handler(srv, ss)
+		}
+		md, err := in.check(ctx, info.FullMethod)
+		if md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// Limit decides a call from its server context alone, the method taken
+// from grpc.Method(ctx): the method set of go-grpc-middleware v2's
+// interceptors/ratelimit.Limiter, so an *Interceptor can be passed to its
+// UnaryServerInterceptor and StreamServerInterceptor. It sets the
+// RateLimit metadata on the call and returns nil when the call may
+// proceed, or an error whose text says why not; status.FromError on the
+// error gives the full status this package's own interceptors return,
+// RetryInfo included (go-grpc-middleware keeps only the text).
+func (in *Interceptor) Limit(ctx context.Context) error {
+	method, _ := grpc.Method(ctx)
+	if in.c.skip != nil && in.c.skip(ctx, method) {
+		return nil
+	}
+	md, err := in.check(ctx, method)
+	if md != nil {
+		_ = grpc.SetHeader(ctx, md)
+	}
+	if err != nil {
+		return limitError{status.Convert(err)}
+	}
+	return nil
+}
+
+// limitError carries a status for callers of Limit; its text is the
+// status's message alone, since go-grpc-middleware wraps it in a status of
+// its own.
+type limitError struct{ st *status.Status }
+
+func (e limitError) Error() string              { return e.st.Message() }
+func (e limitError) GRPCStatus() *status.Status { return e.st }
+
+// check decides a call. It returns the metadata to send (nil for none)
+// and the status error to answer with, or nil to let the call proceed.
+func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, error) {
+	c := in.c
+	cost := 1
+	if c.cost != nil {
+		if cost = c.cost(ctx, method); cost < 0 {
+			err := fmt.Errorf("%w: WithCost returned %d for %s", throttle.ErrInvalidCost, cost, method)
+			if c.onError != nil {
+				c.onError(ctx, method, err)
+			}
+			return nil, status.Error(codes.Internal, "grpclimit: invalid cost")
+		}
+	}
+	ds, err := in.decide(ctx, method, cost)
+	if err != nil {
+		if c.onError != nil {
+			c.onError(ctx, method, err)
+		}
+		if c.failOpen {
+			return nil, nil
+		}
+		md := metadata.MD{MDRetryAfter: {strconv.FormatInt(max(ceilSeconds(c.closedRetry), 1), 10)}}
+		st, _ := status.New(codes.Unavailable, "the rate limit could not be checked; retry later").
+			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(c.closedRetry)})
+		return md, st.Err()
+	}
+	allowed := throttle.Decisions(ds).Allowed()
+	md := metadata.MD{MDPolicy: {in.policy}, MDRateLimit: {in.rateLimit(ds, allowed)}}
+	if allowed {
+		return md, nil
+	}
+	if c.onRefusal != nil {
+		c.onRefusal(ctx, method, throttle.Decisions(ds).Strictest())
+	}
+	return md, in.refusal(md, ds)
+}
+
+// decide asks the store about every limit, in one call.
+func (in *Interceptor) decide(ctx context.Context, method string, cost int) ([]throttle.Decision, error) {
+	if in.c.storeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, in.c.storeTimeout)
+		defer cancel()
+	}
+	limits := in.c.limits
+	var arr [128]byte
+	if len(limits) == 1 {
+		key := string(appendKey(arr[:0], &limits[0], ctx, method))
+		d, err := limits[0].lim.AllowN(ctx, key, cost)
+		return []throttle.Decision{d}, err
+	}
+	checks := make([]throttle.Check, len(limits))
+	for i := range limits {
+		checks[i] = throttle.Check{Limiter: limits[i].lim, Key: string(appendKey(arr[:0], &limits[i], ctx, method)), N: cost}
+	}
+	return throttle.AllowAll(ctx, checks...)
+}
+
+// rateLimit is the ratelimit field, as httplimit writes it: per limit the
+// remaining quota r and t, the seconds until it is full again when the call
+// passed, or until the call would pass (on the limits that refused it)
+// when it did not.
+func (in *Interceptor) rateLimit(ds []throttle.Decision, allowed bool) string {
+	var b []byte
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, in.quoted[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(max(d.Remaining, 0)), 10)
+		switch {
+		case allowed:
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		case !d.Allowed && d.RetryAfter != throttle.Never:
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
+		}
+	}
+	return string(b)
+}
+
+// refusal is the ResourceExhausted status of a refused call: a RetryInfo
+// with the longest wait of the limits that refused (none when one of them
+// can never pass), a QuotaFailure naming them, and retry-after in md.
+func (in *Interceptor) refusal(md metadata.MD, ds []throttle.Decision) error {
+	var wait time.Duration
+	never := false
+	qf := &errdetails.QuotaFailure{}
+	for i, d := range ds {
+		if d.Allowed {
+			continue
+		}
+		desc := "over the limit"
+		if d.RetryAfter == throttle.Never {
+			never = true
+			desc = "the call costs more than the limit allows at once"
+		} else {
+			wait = max(wait, d.RetryAfter)
+		}
+		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{Subject: in.c.limits[i].name, Description: desc})
+	}
+	var st *status.Status
+	if never {
+		st, _ = status.New(codes.ResourceExhausted, "rate limit: the call costs more than the limit allows at once").WithDetails(qf)
+	} else {
+		md[MDRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(wait), 1), 10)}
+		st, _ = status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+wait.String()).
+			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}, qf)
+	}
+	return st.Err()
+}
+
+// ceilSeconds rounds d up to whole seconds: a client told to wait that
+// long is never early.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
