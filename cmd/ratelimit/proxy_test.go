@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -41,7 +42,23 @@ var listeningRE = regexp.MustCompile(`^ratelimit proxy: listening on http://([^,
 // the address it got (the tests listen on port 0).
 func startProxy(t *testing.T, bin string, args ...string) *proxyProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	return startProxyWith(t, procSetup{}, bin, args...)
+}
+
+// procSetup is how startProxyWith runs the binary: under a wrapper command
+// (prlimit), with more environment variables.
+type procSetup struct {
+	wrap []string
+	env  []string
+}
+
+func startProxyWith(t *testing.T, ps procSetup, bin string, args ...string) *proxyProc {
+	t.Helper()
+	argv := append(append(append([]string{}, ps.wrap...), bin, "proxy", "--listen", "127.0.0.1:0"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if ps.env != nil {
+		cmd.Env = append(os.Environ(), ps.env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
