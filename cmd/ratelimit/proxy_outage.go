@@ -53,7 +53,7 @@ func (o *outageLog) fail(err error, outcome string) {
 	if !o.down.Load() {
 		o.began, o.lastLine, o.counts, o.sinceLine = now, now, o.counts[:0], 0
 		o.down.Store(true)
-		o.log.Printf("%s outage began: %s; requests %s until it recovers", o.what, reason, outcome)
+		o.log.Printf("%s outage began: %s; until it ends, each request is %s", o.what, reason, outcome)
 	}
 	o.count(outcome)
 	o.sinceLine++
