@@ -165,7 +165,10 @@ type Gen struct {
 	// DescriptorAddend enables the per-descriptor hits_addend of newer
 	// protos (the reference honours it, including 0).
 	DescriptorAddend bool
-	focus            []descSpec
+	// Invalid sends, now and then, a call without a domain or without
+	// descriptors.
+	Invalid bool
+	focus   []descSpec
 }
 
 // NewBatch picks the descriptors of the next batch.
@@ -204,6 +207,13 @@ func (g *Gen) Call() *pb.RateLimitRequest {
 			d.HitsAddend = wrapperspb.UInt64(uint64(g.Rand.IntN(3)))
 		}
 		r.Descriptors = append(r.Descriptors, d)
+	}
+	if g.Invalid && g.Rand.IntN(40) == 0 {
+		if g.Rand.IntN(2) == 0 {
+			r.Domain = ""
+		} else {
+			r.Descriptors = nil
+		}
 	}
 	return r
 }

@@ -30,13 +30,17 @@ type Differential struct {
 	Gen     *Gen
 	Batches int // seconds of calls
 	Calls   int // calls per batch
-	Log     io.Writer
+	// JSONEvery sends one call in JSONEvery through POST /json instead of
+	// gRPC (0: never), comparing the HTTP status too.
+	JSONEvery int
+	Log       io.Writer
 }
 
 // CallMismatch is a call whose answers differ.
 type CallMismatch struct {
 	Batch, Call int
 	Server      string
+	Via         string // "grpc" or "json"
 	Request     string
 	Ref         string // the reference's answer
 	Fields      []Mismatch
@@ -44,7 +48,7 @@ type CallMismatch struct {
 
 func (c CallMismatch) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "batch %d call %d, %s:\n  request:   %s\n  reference: %s\n", c.Batch, c.Call, c.Server, c.Request, c.Ref)
+	fmt.Fprintf(&b, "batch %d call %d (%s), %s:\n  request:   %s\n  reference: %s\n", c.Batch, c.Call, c.Via, c.Server, c.Request, c.Ref)
 	for _, m := range c.Fields {
 		fmt.Fprintf(&b, "  %s\n", m)
 	}
@@ -103,10 +107,19 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 			req := d.Gen.Call()
 			answers := make([]*pb.RateLimitResponse, len(all))
 			errs := make([]error, len(all))
+			codes := make([]int, len(all))
+			via := "grpc"
+			if d.JSONEvery > 0 && d.Gen.Rand.IntN(d.JSONEvery) == 0 {
+				via = "json"
+			}
 			t0 := time.Now()
 			for i, s := range all {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				answers[i], errs[i] = s.Client.ShouldRateLimit(cctx, req)
+				if via == "json" {
+					answers[i], codes[i], errs[i] = s.JSON(cctx, req)
+				} else {
+					answers[i], errs[i] = s.Client.ShouldRateLimit(cctx, req)
+				}
 				cancel()
 			}
 			t1 := time.Now()
@@ -138,6 +151,9 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 			}
 			for i, s := range d.Others {
 				ms := Diff(answers[0], errs[0], answers[i+1], errs[i+1])
+				if codes[0] != codes[i+1] {
+					ms = append(ms, Mismatch{Field: "http_status", Ref: fmt.Sprint(codes[0]), Got: fmt.Sprint(codes[i+1])})
+				}
 				if len(ms) == 0 {
 					continue
 				}
@@ -145,11 +161,11 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 				if errs[0] == nil {
 					ref = Text(answers[0])
 				}
-				rep.Mismatches = append(rep.Mismatches, CallMismatch{Batch: batch, Call: call, Server: s.Name,
+				rep.Mismatches = append(rep.Mismatches, CallMismatch{Batch: batch, Call: call, Server: s.Name, Via: via,
 					Request: Text(req), Ref: ref, Fields: ms})
 				seen := map[string]bool{}
 				for _, m := range ms {
-					k := s.Name + " " + m.Field
+					k := s.Name + " " + via + " " + m.Field
 					if !seen[k] {
 						seen[k] = true
 						rep.ByField[k]++

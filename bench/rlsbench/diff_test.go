@@ -22,6 +22,8 @@ var (
 	storesFlag  = flag.String("rls.stores", "redis,memory", "our stores to compare with the reference")
 	showFlag    = flag.Int("rls.show", 15, "mismatching calls printed per configuration")
 	envFlag     = flag.String("rls.ours-env", "", "extra environment (comma-separated) of the servers compared with the reference, e.g. STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true with -rls.ours ref to see the harness catch a difference")
+	jsonFlag    = flag.Int("rls.json", 4, "one call in N goes through POST /json instead of gRPC (0: none)")
+	invalidFlag = flag.Bool("rls.invalid", false, "also send invalid calls (empty domain, no descriptors), which the reference refuses with gRPC code Unknown")
 	addendFlag  = flag.Bool("rls.descriptor-addend", true, "also send per-descriptor hits_addend (honoured by the reference)")
 )
 
@@ -132,8 +134,8 @@ func TestDifferential(t *testing.T) {
 				t.Cleanup(s.Stop)
 				others = append(others, s)
 			}
-			d := &Differential{Ref: rs, Others: others, Batches: *batchesFlag, Calls: *callsFlag, Log: testWriter{t},
-				Gen: &Gen{Rand: rand.New(rand.NewPCG(seed, uint64(i))), Pool: c.pool, Domains: c.domains, DescriptorAddend: *addendFlag}}
+			d := &Differential{Ref: rs, Others: others, Batches: *batchesFlag, Calls: *callsFlag, JSONEvery: *jsonFlag, Log: testWriter{t},
+				Gen: &Gen{Rand: rand.New(rand.NewPCG(seed, uint64(i))), Pool: c.pool, Domains: c.domains, DescriptorAddend: *addendFlag, Invalid: *invalidFlag}}
 			rep, err := d.Run(context.Background())
 			if err != nil {
 				t.Fatal(err)

@@ -1,10 +1,13 @@
 package rlsbench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // Server is a rate limit service (the reference or ours) running as a
@@ -320,4 +324,35 @@ type roundRobin struct {
 func (r *roundRobin) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest, opts ...grpc.CallOption) (*pb.RateLimitResponse, error) {
 	c := r.cs[r.n.Add(1)%uint64(len(r.cs))]
 	return pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, in, opts...)
+}
+
+// JSON calls the reference's HTTP face: POST /json with the request in
+// protojson, the answer parsed back when the status is 200 or 429.
+func (s *Server) JSON(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, int, error) {
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.HTTP+"/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+		return nil, resp.StatusCode, nil
+	}
+	var out pb.RateLimitResponse
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &out); err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("/json answered %d with %q: %w", resp.StatusCode, b, err)
+	}
+	return &out, resp.StatusCode, nil
 }
