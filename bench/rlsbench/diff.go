@@ -59,12 +59,13 @@ func (c CallMismatch) String() string {
 type Report struct {
 	Compared  int // calls compared (per other server)
 	Straddled int // calls not compared: their round straddled a second
+	Servers   []string
 	// RefCodes counts the reference's statuses by code, and
 	// RefOverall its overall codes: how much of the space was covered.
 	RefCodes, RefOverall map[string]int
 	Mismatches           []CallMismatch
-	// ByField counts mismatching calls per server and field, e.g.
-	// "ours/memory statuses[0].limit_remaining".
+	// ByField counts mismatching calls per server, way (grpc or json)
+	// and field, e.g. "ours/memory grpc statuses[0].limit_remaining".
 	ByField map[string]int
 }
 
@@ -78,7 +79,8 @@ func (r *Report) Summary() string {
 		return strings.Compare(a, b)
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d calls compared, %d mismatching, %d not compared (straddled a second)\n", r.Compared, len(r.Mismatches), r.Straddled)
+	fmt.Fprintf(&b, "%s against the reference: ", strings.Join(r.Servers, ", "))
+	fmt.Fprintf(&b, "%d calls compared with each, %d answers differ, %d calls not compared (straddled a second)\n", r.Compared, len(r.Mismatches), r.Straddled)
 	fmt.Fprintf(&b, "the reference answered: overall %v; statuses %v\n", r.RefOverall, r.RefCodes)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  %5d  %s\n", r.ByField[k], k)
@@ -90,6 +92,9 @@ func (r *Report) Summary() string {
 func (d *Differential) Run(ctx context.Context) (*Report, error) {
 	rep := &Report{ByField: map[string]int{}, RefCodes: map[string]int{}, RefOverall: map[string]int{}}
 	all := append([]*Server{d.Ref}, d.Others...)
+	for _, s := range d.Others {
+		rep.Servers = append(rep.Servers, s.Name)
+	}
 	for batch := range d.Batches {
 		now := time.Now()
 		start := now.Truncate(time.Second).Add(time.Second + 50*time.Millisecond)
@@ -134,10 +139,16 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 				break
 			}
 			rep.Compared++
-			if errs[0] != nil {
+			switch {
+			case errs[0] != nil:
 				rep.RefOverall["error"]++
-			} else {
+			case answers[0] == nil:
+				rep.RefOverall[fmt.Sprintf("http %d", codes[0])]++
+			default:
 				rep.RefOverall[answers[0].GetOverallCode().String()]++
+				if len(answers[0].GetResponseHeadersToAdd()) > 0 {
+					rep.RefOverall["with headers"]++
+				}
 				for _, st := range answers[0].GetStatuses() {
 					k := st.GetCode().String()
 					switch {
