@@ -83,3 +83,20 @@ func TestParseCommandStats(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMonitor(t *testing.T) {
+	cases := []struct{ line, src, cmd string }{
+		{`+1732550000.123456 [0 127.0.0.1:5555] "INCRBY" "k" "1"` + "\r\n", "127.0.0.1:5555", "incrby"},
+		{`+1732550000.123456 [0 lua] "expire" "k" "60"` + "\r\n", "lua", "expire"},
+		{`+1732550000.123456 [3 unix:/tmp/r.sock] "evalsha" "abc" "1"` + "\r\n", "unix:/tmp/r.sock", "evalsha"},
+	}
+	for _, c := range cases {
+		src, cmd, ok := parseMonitor(c.line)
+		if !ok || src != c.src || cmd != c.cmd {
+			t.Errorf("%q: got %q %q %v", c.line, src, cmd, ok)
+		}
+	}
+	if _, _, ok := parseMonitor("+OK\r\n"); ok {
+		t.Error("+OK parsed as a command")
+	}
+}

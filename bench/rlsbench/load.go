@@ -1,9 +1,11 @@
 package rlsbench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,4 +172,84 @@ func ResetRedis(ctx context.Context, addr string) error {
 		return err
 	}
 	return c.ConfigResetStat(ctx).Err()
+}
+
+// CountCommands runs fn with a MONITOR connection open on the server and
+// returns the commands it executed meanwhile, by name: sent by clients,
+// or called by a script (INFO commandstats counts both alike).
+func CountCommands(ctx context.Context, addr string, fn func() error) (sent, scripted map[string]int, err error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		return nil, nil, err
+	}
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
+		return nil, nil, fmt.Errorf("MONITOR: %q %v", line, err)
+	}
+	const marker = "rlsbench-monitor-end"
+	sent, scripted = map[string]int{}, map[string]int{}
+	done := make(chan error, 1)
+	go func() {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				done <- err
+				return
+			}
+			src, cmd, ok := parseMonitor(line)
+			if !ok {
+				continue
+			}
+			if cmd == "echo" && strings.Contains(line, marker) {
+				done <- nil
+				return
+			}
+			if src == "lua" {
+				scripted[cmd]++
+			} else {
+				sent[cmd]++
+			}
+		}
+	}()
+	ferr := fn()
+	// RESP2 and no identity: the marker's client sends nothing but ECHO.
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	if err := c.Echo(ctx, marker).Err(); err != nil {
+		return nil, nil, err
+	}
+	if err := <-done; err != nil {
+		return nil, nil, err
+	}
+	// go-redis opens the marker's connection with HELLO, whatever the
+	// protocol.
+	if sent["hello"]--; sent["hello"] <= 0 {
+		delete(sent, "hello")
+	}
+	return sent, scripted, ferr
+}
+
+// parseMonitor reads a MONITOR line:
+// +1732550000.123456 [0 127.0.0.1:5555] "INCRBY" "key" "1"
+// +1732550000.123456 [0 lua] "INCRBY" "key" "1"
+func parseMonitor(line string) (src, cmd string, ok bool) {
+	_, rest, ok := strings.Cut(line, "[")
+	if !ok {
+		return "", "", false
+	}
+	who, rest, ok := strings.Cut(rest, "] ")
+	if !ok {
+		return "", "", false
+	}
+	if _, s, ok := strings.Cut(who, " "); ok {
+		src = s
+	}
+	rest = strings.TrimPrefix(rest, `"`)
+	cmd, _, ok = strings.Cut(rest, `"`)
+	return src, strings.ToLower(cmd), ok
 }

@@ -47,6 +47,9 @@ type round struct {
 	serverCPU time.Duration
 	redisCPU  time.Duration
 	redisCmds int64
+	// Commands per call of a sample of sequential calls under MONITOR:
+	// sent by the server, and called by its scripts.
+	sent, scripted map[string]float64
 }
 
 func main() {
@@ -62,10 +65,11 @@ func main() {
 	ourBin := flag.String("ours", "", "our ratelimit binary (default: built from the working tree)")
 	refEnv := flag.String("ref-env", "", "extra environment of the reference, comma-separated (e.g. REDIS_PIPELINE_WINDOW=150us)")
 	oursEnv := flag.String("ours-env", "", "extra environment of ours, comma-separated")
+	sample := flag.Int("sample", 200, "after each measurement, calls made one at a time under Redis MONITOR to count the commands sent and those run inside scripts (0: none)")
 	flag.Parse()
 	if err := run(os.Stdout, config{d: *d, warm: *warm, rounds: max(1, *rounds), callers: *callers, conns: *conns,
 		keys: *keys, limit: uint32(*limit), subjects: strings.Split(*subjects, ","), refBin: *refBin, ourBin: *ourBin,
-		refEnv: split(*refEnv), oursEnv: split(*oursEnv)}); err != nil {
+		refEnv: split(*refEnv), oursEnv: split(*oursEnv), sample: *sample}); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
 		os.Exit(1)
 	}
@@ -87,6 +91,7 @@ type config struct {
 	subjects        []string
 	refBin, ourBin  string
 	refEnv, oursEnv []string
+	sample          int
 }
 
 func run(out io.Writer, c config) error {
@@ -192,7 +197,30 @@ func measure(ctx context.Context, c config, name, cfg string, rs *distbench.Serv
 	for _, n := range cmds {
 		total += n
 	}
-	return round{load: load, cmds: cmds, serverCPU: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0, redisCmds: total}, nil
+	res := round{load: load, cmds: cmds, serverCPU: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0, redisCmds: total}
+	if c.sample > 0 {
+		sent, scripted, err := rlsbench.CountCommands(ctx, rs.Addr, func() error {
+			for i := range c.sample {
+				if _, err := srv.Client.ShouldRateLimit(ctx, reqs[i%len(reqs)]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return round{}, fmt.Errorf("counting commands: %w", err)
+		}
+		res.sent, res.scripted = perCall(sent, c.sample), perCall(scripted, c.sample)
+	}
+	return res, nil
+}
+
+func perCall(m map[string]int, calls int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		out[k] = float64(v) / float64(calls)
+	}
+	return out
 }
 
 func firstErr(errs ...error) error {
@@ -232,6 +260,10 @@ func metric(name string) report.Metric[round] {
 			return float64(l.P99.Microseconds()), l.Calls > 0
 		case "cmds":
 			return float64(r.redisCmds) / calls, l.Calls > 0
+		case "sent":
+			return sum(r.sent), r.sent != nil
+		case "scripted":
+			return sum(r.scripted), r.scripted != nil
 		case "cpu":
 			return float64(r.serverCPU.Microseconds()) / calls, l.Calls > 0
 		case "rcpu":
@@ -245,6 +277,14 @@ func metric(name string) report.Metric[round] {
 	}
 }
 
+func sum(m map[string]float64) float64 {
+	var t float64
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
 func med(rs []round, name string) float64 {
 	v := report.Column(rs, metric(name), "")
 	if len(v) == 0 {
@@ -256,36 +296,29 @@ func med(rs []round, name string) float64 {
 func write(out io.Writer, c config, results map[string][]round, redisVer, loadBefore, loadAfter string) {
 	fmt.Fprintf(out, "`ratelimit rls` against envoyproxy/ratelimit: %d callers over %d gRPC connections, two descriptors a call (%d client addresses × 100 paths, limits %d per second and per minute), %v per subject and round after %v of warm-up, median of %d round(s).\n\n",
 		c.callers, c.conns, c.keys, c.limit, c.d, c.warm, c.rounds)
-	fmt.Fprintf(out, "| server | store | calls/s | p50 µs | p99 µs | Redis commands/call | server CPU µs/call | Redis CPU µs/call | over limit | errors |\n")
-	fmt.Fprintf(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(out, "| server | store | calls/s | p50 µs | p99 µs | Redis commands sent/call | run in scripts/call | all (commandstats)/call | server CPU µs/call | Redis CPU µs/call | over limit | errors |\n")
+	fmt.Fprintf(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range c.subjects {
 		rs := results[s]
 		server, store, _ := strings.Cut(s, "/")
 		if store == "" {
 			store = "redis"
 		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f%% | %s |\n", server, store,
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f%% | %s |\n", server, store,
 			report.Num(med(rs, "calls/s")), report.Num(med(rs, "p50")), report.Num(med(rs, "p99")),
+			report.Num(med(rs, "sent")), report.Num(med(rs, "scripted")),
 			report.Num(med(rs, "cmds")), report.Num(med(rs, "cpu")), report.Num(med(rs, "rcpu")),
 			100*med(rs, "over"), report.Num(med(rs, "errors")))
 	}
 	fmt.Fprintln(out)
 	for _, s := range c.subjects {
 		rs := results[s]
-		if len(rs) == 0 {
+		if len(rs) == 0 || rs[len(rs)-1].sent == nil {
 			continue
 		}
-		// The breakdown of the last round.
+		// The breakdown of the last round's sample.
 		last := rs[len(rs)-1]
-		names := slices.Sorted(maps.Keys(last.cmds))
-		var parts []string
-		for _, n := range names {
-			parts = append(parts, fmt.Sprintf("%s %s", strings.ToUpper(n), report.Num(float64(last.cmds[n])/float64(last.load.Calls))))
-		}
-		if len(parts) == 0 {
-			parts = []string{"none"}
-		}
-		fmt.Fprintf(out, "- Redis commands per call, %s: %s\n", s, strings.Join(parts, ", "))
+		fmt.Fprintf(out, "- Redis commands per call, %s: sent %s; run in scripts %s\n", s, breakdown(last.sent), breakdown(last.scripted))
 	}
 	if _, ok := results["reference"]; ok && (len(results["ours/redis"]) > 0 || len(results["ours/memory"]) > 0) {
 		fmt.Fprintf(out, "\n| ours / reference | calls/s | p50 | p99 | goal |\n|---|---:|---:|---:|---|\n")
@@ -316,6 +349,17 @@ func write(out io.Writer, c config, results map[string][]round, redisVer, loadBe
 	}
 	fmt.Fprintf(out, "\nMachine: %s. Load average before %s, after %s. The reference runs with its defaults (REDIS_POOL_SIZE 10, no pipeline window, stats disabled); ours with its defaults and no --metrics.\n",
 		report.Machine(redisVer), loadBefore, loadAfter)
+}
+
+func breakdown(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %s", strings.ToUpper(n), report.Num(m[n])))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // paired rounds: a is the reference's, b ours, in the same round.
