@@ -143,6 +143,19 @@ var CorePool = []descSpec{
 		override: &rlsv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}},
 }
 
+// CoreCombos are calls whose descriptors act on each other: replaces
+// (premium lifts basic, vip lifts alice, in either order), the same
+// descriptor twice, shadow beside a real limit, unlimited beside a limit.
+var CoreCombos = [][][][2]string{
+	{{{"tier", "premium"}}, {{"tier", "basic"}}},
+	{{{"tier", "gold"}}, {{"tier", "premium"}}, {{"remote_address", "10.0.0.1"}}},
+	{{{"user", "alice"}}, {{"vip", "1"}}},
+	{{{"vip", "1"}}, {{"user", "alice"}}, {{"user", "bob"}}},
+	{{{"remote_address", "10.0.0.2"}}, {{"remote_address", "10.0.0.2"}}},
+	{{{"shadow", "s1"}}, {{"user", "bo"}}},
+	{{{"free", "x"}}, {{"path", "/x"}}},
+}
+
 var ExtraPool = []descSpec{
 	{entries: [][2]string{{"w", "1"}}},
 	{entries: [][2]string{{"mo", "1"}}},
@@ -165,6 +178,8 @@ type Gen struct {
 	// DescriptorAddend enables the per-descriptor hits_addend of newer
 	// protos (the reference honours it, including 0).
 	DescriptorAddend bool
+	// Combos are calls sent as they are, one call in six.
+	Combos [][][][2]string
 	// Invalid sends, now and then, a call without a domain or without
 	// descriptors.
 	Invalid bool
@@ -194,6 +209,16 @@ func (g *Gen) Call() *pb.RateLimitRequest {
 	}
 	addends := []uint32{0, 0, 1, 1, 1, 2, 3, 7}
 	r.HitsAddend = addends[g.Rand.IntN(len(addends))]
+	if len(g.Combos) > 0 && r.Domain == g.Domains[0] && g.Rand.IntN(6) == 0 {
+		for _, entries := range g.Combos[g.Rand.IntN(len(g.Combos))] {
+			d := &rlsv3.RateLimitDescriptor{}
+			for _, e := range entries {
+				d.Entries = append(d.Entries, &rlsv3.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
+			}
+			r.Descriptors = append(r.Descriptors, d)
+		}
+		return r
+	}
 	for range 1 + g.Rand.IntN(3) {
 		p := g.focus[g.Rand.IntN(len(g.focus))]
 		if g.Rand.IntN(10) == 0 {

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Differential sends the same random calls to the reference and to other
@@ -60,6 +63,13 @@ type Report struct {
 	Compared  int // calls compared (per other server)
 	Straddled int // calls not compared: their round straddled a second
 	Servers   []string
+	// Unavailable counts, per server, calls not compared because the
+	// server answered UNAVAILABLE (or /json 503) where the reference
+	// answered: ours gives
+	// up on a store slower than --store-timeout (50 ms by default), which
+	// a loaded machine can be. The stores are then emptied, as after a
+	// straddle, since the call may or may not have been counted.
+	Unavailable map[string]int
 	// RefCodes counts the reference's statuses by code, and
 	// RefOverall its overall codes: how much of the space was covered.
 	RefCodes, RefOverall map[string]int
@@ -81,6 +91,9 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s against the reference: ", strings.Join(r.Servers, ", "))
 	fmt.Fprintf(&b, "%d calls compared with each, %d answers differ, %d calls not compared (straddled a second)\n", r.Compared, len(r.Mismatches), r.Straddled)
+	if len(r.Unavailable) > 0 {
+		fmt.Fprintf(&b, "not compared, UNAVAILABLE where the reference answered: %v\n", r.Unavailable)
+	}
 	fmt.Fprintf(&b, "the reference answered: overall %v; statuses %v\n", r.RefOverall, r.RefCodes)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  %5d  %s\n", r.ByField[k], k)
@@ -90,7 +103,7 @@ func (r *Report) Summary() string {
 
 // Run runs the batches.
 func (d *Differential) Run(ctx context.Context) (*Report, error) {
-	rep := &Report{ByField: map[string]int{}, RefCodes: map[string]int{}, RefOverall: map[string]int{}}
+	rep := &Report{ByField: map[string]int{}, RefCodes: map[string]int{}, RefOverall: map[string]int{}, Unavailable: map[string]int{}}
 	all := append([]*Server{d.Ref}, d.Others...)
 	for _, s := range d.Others {
 		rep.Servers = append(rep.Servers, s.Name)
@@ -112,7 +125,7 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 			req := d.Gen.Call()
 			answers := make([]*pb.RateLimitResponse, len(all))
 			errs := make([]error, len(all))
-			codes := make([]int, len(all))
+			httpCodes := make([]int, len(all))
 			via := "grpc"
 			if d.JSONEvery > 0 && d.Gen.Rand.IntN(d.JSONEvery) == 0 {
 				via = "json"
@@ -121,7 +134,7 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 			for i, s := range all {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				if via == "json" {
-					answers[i], codes[i], errs[i] = s.JSON(cctx, req)
+					answers[i], httpCodes[i], errs[i] = s.JSON(cctx, req)
 				} else {
 					answers[i], errs[i] = s.Client.ShouldRateLimit(cctx, req)
 				}
@@ -138,12 +151,29 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 				}
 				break
 			}
+			unavailable := false
+			for i, s := range d.Others {
+				if errs[0] == nil && (status.Code(errs[i+1]) == codes.Unavailable ||
+					httpCodes[i+1] == http.StatusServiceUnavailable && httpCodes[0] != http.StatusServiceUnavailable) {
+					rep.Unavailable[s.Name]++
+					unavailable = true
+					if d.Log != nil {
+						fmt.Fprintf(d.Log, "batch %d call %d: %s answered %v: emptying the stores\n", batch, call, s.Name, errs[i+1])
+					}
+				}
+			}
+			if unavailable {
+				if err := resetStores(ctx, all); err != nil {
+					return rep, err
+				}
+				break
+			}
 			rep.Compared++
 			switch {
 			case errs[0] != nil:
 				rep.RefOverall["error"]++
 			case answers[0] == nil:
-				rep.RefOverall[fmt.Sprintf("http %d", codes[0])]++
+				rep.RefOverall[fmt.Sprintf("http %d", httpCodes[0])]++
 			default:
 				rep.RefOverall[answers[0].GetOverallCode().String()]++
 				if len(answers[0].GetResponseHeadersToAdd()) > 0 {
@@ -162,8 +192,8 @@ func (d *Differential) Run(ctx context.Context) (*Report, error) {
 			}
 			for i, s := range d.Others {
 				ms := Diff(answers[0], errs[0], answers[i+1], errs[i+1])
-				if codes[0] != codes[i+1] {
-					ms = append(ms, Mismatch{Field: "http_status", Ref: fmt.Sprint(codes[0]), Got: fmt.Sprint(codes[i+1])})
+				if httpCodes[0] != httpCodes[i+1] {
+					ms = append(ms, Mismatch{Field: "http_status", Ref: fmt.Sprint(httpCodes[0]), Got: fmt.Sprint(httpCodes[i+1])})
 				}
 				if len(ms) == 0 {
 					continue

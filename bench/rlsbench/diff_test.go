@@ -22,6 +22,7 @@ var (
 	storesFlag  = flag.String("rls.stores", "redis,memory", "our stores to compare with the reference")
 	showFlag    = flag.Int("rls.show", 15, "mismatching calls printed per configuration")
 	envFlag     = flag.String("rls.ours-env", "", "extra environment (comma-separated) of the servers compared with the reference, e.g. STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true with -rls.ours ref to see the harness catch a difference")
+	argsFlag    = flag.String("rls.ours-args", "", "extra flags of ours, comma-separated (e.g. --store-timeout=1s on a loaded machine)")
 	jsonFlag    = flag.Int("rls.json", 4, "one call in N goes through POST /json instead of gRPC (0: none)")
 	invalidFlag = flag.Bool("rls.invalid", false, "also send invalid calls (empty domain, no descriptors), which the reference refuses with gRPC code Unknown")
 	addendFlag  = flag.Bool("rls.descriptor-addend", true, "also send per-descriptor hits_addend (honoured by the reference)")
@@ -79,12 +80,13 @@ func TestDifferential(t *testing.T) {
 		name    string
 		config  map[string]string
 		pool    []descSpec
+		combos  [][][][2]string
 		domains []string
 		headers bool
 	}{
-		{"core", CoreConfig, CorePool, []string{"rl", "other"}, false},
-		{"core-headers", CoreConfig, CorePool, []string{"rl", "other"}, true},
-		{"extra", ExtraConfig, ExtraPool, []string{"extra"}, true},
+		{"core", CoreConfig, CorePool, CoreCombos, []string{"rl", "other"}, false},
+		{"core-headers", CoreConfig, CorePool, CoreCombos, []string{"rl", "other"}, true},
+		{"extra", ExtraConfig, ExtraPool, nil, []string{"extra"}, true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -113,6 +115,9 @@ func TestDifferential(t *testing.T) {
 				if *envFlag != "" {
 					o.Env = strings.Split(*envFlag, ",")
 				}
+				if *argsFlag != "" {
+					o.Args = strings.Split(*argsFlag, ",")
+				}
 				if store == "redis" {
 					o.Redis = redisFor() // a server of its own: no shared keys
 				}
@@ -135,7 +140,7 @@ func TestDifferential(t *testing.T) {
 				others = append(others, s)
 			}
 			d := &Differential{Ref: rs, Others: others, Batches: *batchesFlag, Calls: *callsFlag, JSONEvery: *jsonFlag, Log: testWriter{t},
-				Gen: &Gen{Rand: rand.New(rand.NewPCG(seed, uint64(i))), Pool: c.pool, Domains: c.domains, DescriptorAddend: *addendFlag, Invalid: *invalidFlag}}
+				Gen: &Gen{Rand: rand.New(rand.NewPCG(seed, uint64(i))), Pool: c.pool, Combos: c.combos, Domains: c.domains, DescriptorAddend: *addendFlag, Invalid: *invalidFlag}}
 			rep, err := d.Run(context.Background())
 			if err != nil {
 				t.Fatal(err)

@@ -67,6 +67,8 @@ type Options struct {
 	Env []string
 	// Conns is the number of gRPC connections the client opens (default 1).
 	Conns int
+	// Args are added to ours's command line (e.g. --store-timeout=1s).
+	Args []string
 }
 
 // WriteConfig writes files (name → YAML) into dir/ratelimit/config, the
@@ -155,6 +157,7 @@ func StartOurs(bin string, o Options) (*Server, error) {
 		args = append(args, "--redis", "redis://"+o.Redis)
 		name = "ours/redis"
 	}
+	args = append(args, o.Args...)
 	env := append(cleanEnv(), "LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(o.Headers))
 	env = append(env, o.Env...)
 	s, err := start(name, bin, args, env, ports[1], ports[0], o.Conns)

@@ -65,11 +65,12 @@ func main() {
 	ourBin := flag.String("ours", "", "our ratelimit binary (default: built from the working tree)")
 	refEnv := flag.String("ref-env", "", "extra environment of the reference, comma-separated (e.g. REDIS_PIPELINE_WINDOW=150us)")
 	oursEnv := flag.String("ours-env", "", "extra environment of ours, comma-separated")
+	oursArgs := flag.String("ours-args", "", "extra flags of ours, comma-separated (e.g. --store-timeout=100ms)")
 	sample := flag.Int("sample", 200, "after each measurement, calls made one at a time under Redis MONITOR to count the commands sent and those run inside scripts (0: none)")
 	flag.Parse()
 	if err := run(os.Stdout, config{d: *d, warm: *warm, rounds: max(1, *rounds), callers: *callers, conns: *conns,
 		keys: *keys, limit: uint32(*limit), subjects: strings.Split(*subjects, ","), refBin: *refBin, ourBin: *ourBin,
-		refEnv: split(*refEnv), oursEnv: split(*oursEnv), sample: *sample}); err != nil {
+		refEnv: split(*refEnv), oursEnv: split(*oursEnv), oursArgs: split(*oursArgs), sample: *sample}); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
 		os.Exit(1)
 	}
@@ -91,6 +92,7 @@ type config struct {
 	subjects        []string
 	refBin, ourBin  string
 	refEnv, oursEnv []string
+	oursArgs        []string
 	sample          int
 }
 
@@ -164,6 +166,7 @@ func measure(ctx context.Context, c config, name, cfg string, rs *distbench.Serv
 		fallthrough
 	default:
 		o.Env = c.oursEnv
+		o.Args = c.oursArgs
 		srv, err = rlsbench.StartOurs(c.ourBin, o)
 	}
 	if err != nil {
