@@ -103,6 +103,25 @@ descriptors:
 `,
 }
 
+// QuirkConfig and QuirkPool show where the reference is wrong, so that
+// the differential can say whether ours differs there: its counter key
+// joins keys and values with "_", so that (col, x_1) and (col_x, 1) share
+// one counter. The subtest logs mismatches here instead of failing.
+var QuirkConfig = map[string]string{
+	"quirk.yaml": `domain: quirk
+descriptors:
+  - key: col
+    rate_limit: {unit: hour, requests_per_unit: 200}
+  - key: col_x
+    rate_limit: {unit: hour, requests_per_unit: 200}
+`,
+}
+
+var QuirkPool = []descSpec{
+	{entries: [][2]string{{"col", "x_1"}}},
+	{entries: [][2]string{{"col_x", "1"}}},
+}
+
 // A descriptor to draw from: its entries and an optional limit override.
 type descSpec struct {
 	entries  [][2]string
@@ -141,6 +160,9 @@ var CorePool = []descSpec{
 		override: &rlsv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_SECOND}},
 	{entries: [][2]string{{"nokey", "z"}},
 		override: &rlsv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}},
+	{entries: [][2]string{{"user", "alice"}},
+		override: &rlsv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_HOUR}},
+	{}, // no entries at all
 }
 
 // CoreCombos are calls whose descriptors act on each other: replaces
@@ -209,6 +231,9 @@ func (g *Gen) Call() *pb.RateLimitRequest {
 	}
 	addends := []uint32{0, 0, 1, 1, 1, 2, 3, 7}
 	r.HitsAddend = addends[g.Rand.IntN(len(addends))]
+	if g.Rand.IntN(50) == 0 {
+		r.HitsAddend = []uint32{100, 1<<32 - 1}[g.Rand.IntN(2)]
+	}
 	if len(g.Combos) > 0 && r.Domain == g.Domains[0] && g.Rand.IntN(6) == 0 {
 		for _, entries := range g.Combos[g.Rand.IntN(len(g.Combos))] {
 			d := &rlsv3.RateLimitDescriptor{}

@@ -83,10 +83,14 @@ func TestDifferential(t *testing.T) {
 		combos  [][][][2]string
 		domains []string
 		headers bool
+		// quirk: where the reference is wrong; mismatches are logged,
+		// not failed.
+		quirk bool
 	}{
-		{"core", CoreConfig, CorePool, CoreCombos, []string{"rl", "other"}, false},
-		{"core-headers", CoreConfig, CorePool, CoreCombos, []string{"rl", "other"}, true},
-		{"extra", ExtraConfig, ExtraPool, nil, []string{"extra"}, true},
+		{"core", CoreConfig, CorePool, CoreCombos, []string{"rl", "other"}, false, false},
+		{"core-headers", CoreConfig, CorePool, CoreCombos, []string{"rl", "other"}, true, false},
+		{"extra", ExtraConfig, ExtraPool, nil, []string{"extra"}, true, false},
+		{"quirk", QuirkConfig, QuirkPool, nil, []string{"quirk"}, false, true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,7 +157,9 @@ func TestDifferential(t *testing.T) {
 				}
 				t.Log(m)
 			}
-			if len(rep.Mismatches) > 0 {
+			if len(rep.Mismatches) > 0 && c.quirk {
+				t.Logf("%d of %d calls answered differently where the reference is wrong (seed %d)", len(rep.Mismatches), rep.Compared, seed)
+			} else if len(rep.Mismatches) > 0 {
 				t.Errorf("%d of %d calls answered differently (seed %d)", len(rep.Mismatches), rep.Compared, seed)
 			}
 			if rep.Compared == 0 {
