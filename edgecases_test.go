@@ -1,7 +1,9 @@
 package ratelimit_test
 
-// Edge cases of Guava's RateLimiter (§9 of the semantics notes) and this
-// port's argument checks, through the public API. Where the project
+// Edge cases of Guava's RateLimiter (the corners of its arithmetic and its
+// issue tracker: zero and infinite rates, a warm-up of 0, huge requests,
+// clocks that step back) and this port's argument checks, through the
+// public API. Where the project
 // deliberately differs from Guava 31.1 the test checks this project's
 // behaviour and a comment names Guava's. White-box versions of the numeric
 // cases are in smooth/engine_test.go.
@@ -10,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,7 +73,7 @@ func TestEdgeConstructorValidation(t *testing.T) {
 		detail string // must appear in the message
 	}
 	var cases []tc
-	// E8: NaN, 0, -0.0, negatives and -Inf are not rates (Guava: IAE "rate
+	// NaN, 0, -0.0, negatives and -Inf are not rates (Guava: IAE "rate
 	// must be positive"); +Inf, MaxFloat64 and MinValue are.
 	for _, r := range bad(-1e300) {
 		cases = append(cases,
@@ -85,7 +86,7 @@ func TestEdgeConstructorValidation(t *testing.T) {
 		// Guava: IAE "warmupPeriod must not be negative: -1".
 		tc{"warmup -1ns", func() (*ratelimit.Limiter, error) { return ratelimit.NewWarmingUp(1, -1) }, ratelimit.ErrInvalidWarmup, "-1ns"},
 		tc{"warmup min", func() (*ratelimit.Limiter, error) { return ratelimit.NewWarmingUp(1, math.MinInt64) }, ratelimit.ErrInvalidWarmup, ""},
-		// D4 / E18: Guava's package-private factory accepts any cold factor
+		// Guava's package-private factory accepts any cold factor
 		// (below 1 the slope is negative and stored permits are cheaper
 		// than fresh ones); here it must be finite and >= 1.
 		tc{"cold 0.999", func() (*ratelimit.Limiter, error) {
@@ -103,7 +104,7 @@ func TestEdgeConstructorValidation(t *testing.T) {
 		tc{"cold +Inf", func() (*ratelimit.Limiter, error) {
 			return ratelimit.NewWarmingUp(1, time.Second, ratelimit.WithColdFactor(math.Inf(1)))
 		}, ratelimit.ErrInvalidColdFactor, ""},
-		// D5 / E16: Guava's package-private SmoothBursty takes any
+		// Guava's package-private SmoothBursty takes any
 		// maxBurstSeconds (+Inf: an unbounded bucket that survives every
 		// setRate); here it must be finite and >= 0.
 		tc{"burst -1", func() (*ratelimit.Limiter, error) {
@@ -275,7 +276,7 @@ func ecBadReservation(r ratelimit.Reservation) error {
 // TestEdgeAcquireContextRejections uses the default clock inside a synctest
 // bubble, where context deadlines and the limiter share the same fake time:
 // an Acquire whose wait cannot meet its deadline fails at once and books
-// nothing (D8), and one cancelled during its sleep gives its reservation
+// nothing, and one cancelled during its sleep gives its reservation
 // back.
 func TestEdgeAcquireContextRejections(t *testing.T) {
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
@@ -324,7 +325,7 @@ func TestEdgeAcquireContextRejections(t *testing.T) {
 	}
 }
 
-// E1-E3, decision D3: a warm-up of 0 (and, in Guava mode, anything below
+// A warm-up of 0 (and, in Guava mode, anything below
 // 1 µs, which truncates to 0) is a warm limiter at the stable rate that
 // stores nothing. Guava 31.1 computes coolDown = 0/0 = NaN and after the
 // first idle moment stops limiting altogether: R0.00 R1.00 R1.00, idle,
@@ -333,7 +334,7 @@ func TestEdgeZeroWarmupStillLimits(t *testing.T) {
 	const want = "[R0.00, R1.00, R1.00, U10.00, R0.00, R1.00, R1.00, R1.00]"
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
 		for _, warmup := range []time.Duration{0, time.Nanosecond, 999 * time.Nanosecond} {
-			for _, cold := range []float64{3, 1} { // E3: cold factor 1 (Guava's slope 0/0)
+			for _, cold := range []float64{3, 1} { // Cold factor 1 (Guava's slope 0/0)
 				l, f := ecLimiter(t, tick, warmup, 1, ratelimit.WithColdFactor(cold))
 				for range 3 {
 					ecAcquire(t, l, 1)
@@ -353,7 +354,7 @@ func TestEdgeZeroWarmupStillLimits(t *testing.T) {
 	}
 }
 
-// E13: 1 qps, acquire(Integer.MAX_VALUE) books 2147483647 s; tryAcquire
+// 1 qps, acquire(Integer.MAX_VALUE) books 2147483647 s; tryAcquire
 // succeeds exactly when the timeout reaches it (<=) and then sleeps that
 // long.
 func TestEdgeTryAcquireHugeDebt(t *testing.T) {
@@ -371,7 +372,7 @@ func TestEdgeTryAcquireHugeDebt(t *testing.T) {
 	}
 }
 
-// E12: 1e-10 qps: acquire(Integer.MAX_VALUE) saturates the next free ticket
+// 1e-10 qps: acquire(Integer.MAX_VALUE) saturates the next free ticket
 // at the end of time; nothing is granted after it, whatever the timeout.
 func TestEdgeSaturatedDebt(t *testing.T) {
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
@@ -419,9 +420,9 @@ func TestEdgeAcquireDeadlineFarFromOrigin(t *testing.T) {
 	}
 }
 
-// E14: a clock that steps back (Fake.Jump) makes the next wait longer and
+// A clock that steps back (Fake.Jump) makes the next wait longer and
 // creates no permits. Guava 31.1: back 3 s -> waits 4 s.
-// E15: a negative reading right after creation: the first request waits
+// A negative reading right after creation: the first request waits
 // until the origin.
 func TestEdgeClockSteps(t *testing.T) {
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
@@ -442,7 +443,7 @@ func TestEdgeClockSteps(t *testing.T) {
 	}
 }
 
-// E16: WithMaxBurstSeconds(0) is a metronome; 2.5 s at 2 qps stores a
+// WithMaxBurstSeconds(0) is a metronome; 2.5 s at 2 qps stores a
 // burst of 5.
 func TestEdgeMaxBurst(t *testing.T) {
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
@@ -469,7 +470,7 @@ func TestEdgeMaxBurst(t *testing.T) {
 	}
 }
 
-// E17: setRate keeps the stored fraction of the bucket.
+// SetRate keeps the stored fraction of the bucket.
 func TestEdgeSetRateRescales(t *testing.T) {
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
 		l, f := ecLimiter(t, tick, ecBursty, 1)
@@ -494,16 +495,16 @@ func TestEdgeSetRateRescales(t *testing.T) {
 	}
 }
 
-// E19, E22, E23 on the fake clock.
+// Debt and idle time on the fake clock.
 func TestEdgeDebtSchedules(t *testing.T) {
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
-		// E19: from cold, acquire(100) is free; the next one pays 52 s.
+		// From cold, acquire(100) is free; the next one pays 52 s.
 		l, f := ecLimiter(t, tick, 4*time.Second, 2)
 		ecAcquire(t, l, 100)
 		ecAcquire(t, l, 1)
 		ecEvents(t, f, "[R0.00, R52.00]")
 
-		// E22: an idle gap shorter than the debt refills nothing.
+		// An idle gap shorter than the debt refills nothing.
 		l, f = ecLimiter(t, tick, 4*time.Second, 2)
 		ecAcquire(t, l, 10) // books 4 + 2 + 1 s
 		f.Advance(2300 * time.Millisecond)
@@ -512,7 +513,7 @@ func TestEdgeDebtSchedules(t *testing.T) {
 		}
 		ecEvents(t, f, "[R0.00, U2.30, R4.70, R0.50, R0.50]")
 
-		// E23: setRate while in debt: the old-rate debt, then the new rate.
+		// SetRate while in debt: the old-rate debt, then the new rate.
 		l, f = ecLimiter(t, tick, ecBursty, 0.1)
 		ecAcquire(t, l, 1)
 		if err := l.SetRate(100); err != nil {
@@ -524,7 +525,7 @@ func TestEdgeDebtSchedules(t *testing.T) {
 	}
 }
 
-// E20 (issue 7130): tryAcquire looks only at when the next request may
+// Guava issue 7130: tryAcquire looks only at when the next request may
 // start: on an idle 1 qps limiter tryAcquire(1000) succeeds and pushes the
 // next request 1000 s out.
 func TestEdgeTryAcquirePaysLater(t *testing.T) {
@@ -543,7 +544,7 @@ func TestEdgeTryAcquirePaysLater(t *testing.T) {
 	}
 }
 
-// E25 (issue 5290): at 80 000 qps a permit costs 12.5 µs. Guava mode books
+// Guava issue 5290: at 80 000 qps a permit costs 12.5 µs. Guava mode books
 // 12 µs per acquire(1), as Guava does; the default ns mode books 12.5 µs.
 func TestEdgeTruncationAt80kQPS(t *testing.T) {
 	for _, c := range []struct {
@@ -566,7 +567,7 @@ func TestEdgeTruncationAt80kQPS(t *testing.T) {
 	}
 }
 
-// E26 (issue 3552): 10 qps, 500 ms warm-up, tryAcquire() every 120 ms. The
+// Guava issue 3552: 10 qps, 500 ms warm-up, tryAcquire() every 120 ms. The
 // refill during each wait equals what a success consumes, so the limiter
 // never warms up: true once every 3 calls, and 4.0 permits stored after
 // each success, for as long as the cadence lasts.
@@ -588,7 +589,7 @@ func TestEdgeWarmupNeverWarmsAtSteadyCadence(t *testing.T) {
 	}
 }
 
-// E9: Rate() is computed back from the stable interval, like Guava's
+// Rate() is computed back from the stable interval, like Guava's
 // getRate: 7.0 reads 6.999999999999999 in Guava mode. Nanosecond ticks
 // round differently (7.0 survives, 0.35 does not).
 func TestEdgeRateReadsBack(t *testing.T) {
@@ -620,7 +621,7 @@ func TestEdgeRateReadsBack(t *testing.T) {
 	}
 }
 
-// D12: String has Guava's toString shape, and rounds like Java's %.1f
+// String has Guava's toString shape, and rounds like Java's %.1f
 // (half-up on the shortest decimal form), not like Go's %.1f (half-even on
 // the binary value, which prints 0.25 as "0.2").
 func TestEdgeString(t *testing.T) {
@@ -644,7 +645,11 @@ func TestEdgeString(t *testing.T) {
 		{math.SmallestNonzeroFloat64, time.Microsecond, "0.0"},
 		{math.Inf(1), time.Microsecond, "Infinity"},
 		{math.Inf(1), time.Nanosecond, "Infinity"},
-		{math.MaxFloat64, time.Microsecond, "17976931348623157" + strings.Repeat("0", 292) + ".0"},
+		// Past 1e16 the exponent form, not Java's 309 digits.
+		{math.MaxFloat64, time.Microsecond, "1.7976931348623157e+308"},
+		{1e308, time.Nanosecond, "1e+308"},
+		{1e16, time.Nanosecond, "1e+16"},
+		{9999999999999998, time.Nanosecond, "9999999999999998.0"},
 	}
 	for _, c := range cases {
 		l, _ := ecLimiter(t, c.tick, ecBursty, c.rate)

@@ -29,6 +29,12 @@ var (
 	// ErrInvalidClock: a nil Clock was given, or a typed nil such as
 	// (*clocktest.Fake)(nil).
 	ErrInvalidClock = check.ErrInvalidClock
+	// ErrNilContext: a nil context.Context was passed (to Acquire, say).
+	// The standard library calls that a programming error and may panic;
+	// this module returns this error instead, from every method that takes
+	// a context, so that nothing panics on it. Package throttle returns the
+	// same value as throttle.ErrNilContext.
+	ErrNilContext = check.ErrNilContext
 	// ErrInvalidOption: a nil option, an option with an invalid value
 	// (which also wraps the value's sentinel, ErrInvalidBurst say), or one
 	// that does not apply to this kind of limiter (a cold factor for a

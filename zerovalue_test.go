@@ -36,3 +36,15 @@ func TestZeroLimiter(t *testing.T) {
 	// into a limiter that lets everything through.
 	assert.False(t, l.TryAcquire(1, 0))
 }
+
+// TestNilContext: Acquire(nil, n) is an error, not the panic of ctx.Err(),
+// and books nothing.
+func TestNilContext(t *testing.T) {
+	l, err := ratelimit.NewBursty(1)
+	assert.NoError(t, err)
+	//lint:ignore SA1012 testing the nil check
+	d, err := l.Acquire(nil, 1) //nolint:staticcheck
+	assert.ErrorIs(t, err, ratelimit.ErrNilContext)
+	assert.Zero(t, d)
+	assert.True(t, l.TryAcquire(1, 0), "the refused call booked nothing")
+}

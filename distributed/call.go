@@ -2,14 +2,12 @@ package distributed
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"strings"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/sat"
 )
 
@@ -81,11 +79,7 @@ func compactLease(numbers, pid, unit string) []any {
 
 // packDoubles packs xs as little-endian doubles, read back bit for bit.
 func packDoubles(xs ...float64) string {
-	b := make([]byte, 0, 8*len(xs))
-	for _, x := range xs {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-	}
-	return string(b)
+	return string(redisscript.AppendDoubles(make([]byte, 0, 8*len(xs)), xs...))
 }
 
 // unitArgLocked is the unit a lease records if it creates the state: once
@@ -119,60 +113,37 @@ func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {
 	return append(l.baseArgsLocked("refund"), n, configVersion, lv, l.incarnation)
 }
 
-// call runs lease.lua once, bounded by the call timeout. The Redis command
-// runs in its own goroutine so that the bound holds even with a client
-// whose socket timeouts ignore contexts; that goroutine is tracked by l.wg
-// and Close waits for it.
+// call runs lease.lua once, bounded by the call timeout (redisscript.Call:
+// in a goroutine of its own, tracked by l.wg, which Close waits for, so
+// the bound holds even with a client whose socket timeouts ignore
+// contexts). Errors are sorted by redisscript.Classify: an outage is
+// returned as it is (the caller falls back), a misconfiguration, a panic
+// of the client and a reply nothing here expects (a bug, or a server that
+// runs the script otherwise than Redis) wrap ErrMisconfigured: no retry
+// is known to fix them, and failing open on them would let a fleet run
+// alone, sharing nothing, for as long as it lives.
 func (l *Limiter) call(args []any) (reply, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.callTimeout)
-	// Cancelled here, not in the goroutine: a goroutine that cancelled
-	// after sending its result would race its own result in the select
-	// below. If we give up first, the deadline has already cancelled ctx.
-	defer cancel()
-	type result struct {
-		v   any
-		err error
-	}
-	ch := make(chan result, 1)
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		// A client in a bad state (a nil interface inside a wrapper, a
-		// closed pool in some implementations) may panic. In this
-		// goroutine that would end the process: make it the call's
-		// error instead.
-		defer func() {
-			if p := recover(); p != nil {
-				ch <- result{err: fmt.Errorf("%w: the redis client panicked: %v", ErrMisconfigured, p)}
-			}
-		}()
-		v, err := leaseScript.Run(ctx, l.client, l.keys, args...).Result()
-		ch <- result{v, err}
-	}()
-	var res result
-	select {
-	case res = <-ch:
-	case <-ctx.Done():
-		return reply{}, fmt.Errorf("distributed: redis call: %w after %v", ErrCallTimeout, l.cfg.callTimeout)
-	}
-	if res.err != nil {
-		var ne net.Error
-		if ctx.Err() != nil || errors.As(res.err, &ne) && ne.Timeout() {
-			// The client turned our own bound into a socket timeout
-			// or returned the context's error. Either way it is the
-			// call timeout, not a deadline of the caller's (this
-			// context has nothing to do with the caller's), so the
-			// client's error is kept as text only: wrapped, it would
-			// match context.DeadlineExceeded.
-			return reply{}, fmt.Errorf("distributed: redis call: %w after %v (%v)", ErrCallTimeout, l.cfg.callTimeout, res.err)
+	v, err := redisscript.Call(context.Background(), l.cfg.callTimeout, &l.wg, func(ctx context.Context) (any, error) {
+		return leaseScript.Run(ctx, l.client, l.keys, args...).Result()
+	})
+	if err != nil {
+		switch redisscript.Classify(err) {
+		case redisscript.Misconfigured, redisscript.Bug:
+			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, err)
 		}
-		if IsMisconfiguration(res.err) {
-			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, res.err)
+		if errors.Is(err, redisscript.ErrTimeout) {
+			// ErrTimeout keeps the client's error as text only, so
+			// this does not match context.DeadlineExceeded: the
+			// deadline was the limiter's, not the caller's.
+			return reply{}, fmt.Errorf("distributed: redis call: %w: %w", ErrCallTimeout, err)
 		}
-		return reply{}, fmt.Errorf("distributed: redis call: %w", res.err)
+		return reply{}, fmt.Errorf("distributed: redis call: %w", err)
 	}
-	r, err := parseReply(res.v)
-	if err == nil && r.refused {
+	r, err := parseReply(v)
+	if err != nil {
+		return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, err)
+	}
+	if r.refused {
 		// Wrapping ErrMisconfigured: no fallback admits at a safe rate
 		// what the fleet's limit was never meant to hold.
 		err = fmt.Errorf("%w: %w: %s holds %s/s %s, unit %q; this limiter is %s/s %s, unit %q",
@@ -182,50 +153,16 @@ func (l *Limiter) call(args []any) (reply, error) {
 	return r, err
 }
 
-// misconfigurations are the parts of Redis error replies that no retry can
-// fix: a database index the server does not have, authentication or ACL
-// refusals, a cluster client talking to a server that is not in a cluster,
-// a command the server (or a proxy) does not know, and a key of the wrong
-// type at the limiter's name.
-var misconfigurations = []string{
-	"DB index is out of range", // SELECT on a database the server lacks
-	"invalid DB index",
-	"NOAUTH", // no password given to a server that requires one
-	// Redis 7 refuses a long command from a client that has not
-	// authenticated (EVALSHA with its arguments) before saying NOAUTH.
-	"Protocol error: unauthenticated",
-	"WRONGPASS",                              // a wrong user or password
-	"NOPERM",                                 // the ACL user may not run the script or touch the keys
-	"called without any password configured", // a password given to a server without one
-	"cluster support disabled",               // redis+cluster:// against a standalone server
-	"unknown command",
-	"WRONGTYPE", // another program's value under the limiter's keys
-	// engine.lua's own check of the same: a key of the wrong type, or a
-	// state hash with a corrupt field.
-	"ERR ratelimit: key ",
-}
-
 // IsMisconfiguration reports whether err, an error of a Redis client, is
 // one that no retry can fix: a configuration error (bad database index,
 // NOAUTH or WRONGPASS, NOPERM, cluster support disabled, unknown command,
-// WRONGTYPE). The limiter reports such errors wrapped in ErrMisconfigured and
-// never fails open on them; a command can use it to tell a server that is
-// set up wrong from one that is down before it starts (a PING already fails
-// on most of them, when the connection is set up).
+// a script the server cannot compile, WRONGTYPE). The limiter reports such
+// errors wrapped in ErrMisconfigured and never fails open on them; a
+// command can use it to tell a server that is set up wrong from one that
+// is down before it starts (a PING already fails on most of them, when
+// the connection is set up).
 func IsMisconfiguration(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrMisconfigured) {
-		return true
-	}
-	msg := err.Error()
-	for _, m := range misconfigurations {
-		if strings.Contains(msg, m) {
-			return true
-		}
-	}
-	return false
+	return errors.Is(err, ErrMisconfigured) || redisscript.Classify(err) == redisscript.Misconfigured
 }
 
 // parseReply reads lease.lua's reply: integers (µs, counts, the version,
@@ -263,7 +200,7 @@ func parseReply(r any) (reply, error) {
 		if !ok || len(b) != 8 {
 			return bad(fmt.Sprintf("element %d is not a packed double", i+1))
 		}
-		doubles[k] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b)))
+		doubles[k] = redisscript.Double(b, 0)
 	}
 	for _, i := range []int{0, 1, 2, 3, 4} {
 		if ints[i] < 0 {
@@ -310,7 +247,7 @@ func numbersReply(ints [9]int64, rate, maxPermits float64) reply {
 func parseHotReply(s string) (reply, error) {
 	var x [9]float64
 	for i := range x {
-		x[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i:])))
+		x[i] = redisscript.Double(s, i)
 	}
 	var ints [9]int64
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 8} {

@@ -13,7 +13,7 @@
 -- This file is prepended to lease.lua; it defines only local functions.
 
 local TPS = 1e6
-local INF = math.huge
+local INF = 1 / 0 -- not math.huge: gopher-lua's (miniredis) is the largest finite double
 local TWO63 = 9223372036854775808 -- 2^63: Java's Long.MAX_VALUE as a double
 
 -- goMin is Go's math.Min: NaN if either argument is NaN (Lua's math.min
@@ -215,7 +215,7 @@ local function loadState(key, extra)
   if #v ~= 8 * n then
     return error({err = 'ERR ratelimit: key ' .. key .. ' has a corrupt state (' .. #v .. ' bytes, want ' .. 8 * n .. ')'})
   end
-  local x = {struct.unpack(fmt, v)}
+  local x = {unpackd(fmt, v)}
   local s = {packed = v}
   for i = 1, #STATE_FIELDS do s[STATE_FIELDS[i]] = x[i] end
   if extra then
@@ -235,7 +235,7 @@ local function saveState(key, s, extra, f, fv)
   if extra then
     for i = 1, #extra do x[#STATE_FIELDS + i] = s[extra[i]] end
   end
-  local v = struct.pack((layout(extra)), unpack(x))
+  local v = packd((layout(extra)), unpack(x))
   local args = {}
   if v ~= s.packed then args = {'e', v} end
   if s.packed == nil then
@@ -251,5 +251,5 @@ end
 
 -- encDouble packs x for a reply: 8 bytes, read back bit for bit.
 local function encDouble(x)
-  return struct.pack('<d', x)
+  return packd('<d', x)
 end

@@ -20,7 +20,7 @@
 -- Arguments and layout: see lease.lua. Only a lease in the compact form
 -- comes here (two arguments: Redis makes a Lua string of every argument,
 -- which costs about as much per argument as a line of arithmetic here, and
--- this block reads its numbers with one struct.unpack, not one strtod
+-- this block reads its numbers with one unpackd, not one strtod
 -- each). The reply is lease.lua's nine numbers, packed as little-endian
 -- doubles in one string.
 
@@ -50,7 +50,7 @@ local function waterLevel(hist, rate)
   table.sort(list, function(x, y) return x.v < y.v end)
   local n = 0
   for i = 1, #list do n = n + list[i].c end
-  local level, remaining, m = math.huge, rate, n
+  local level, remaining, m = 1 / 0, rate, n
   for i = 1, #list do
     local l = remaining / m
     if list[i].v > l then
@@ -68,18 +68,18 @@ local function sweep(sc, cur)
   local dead = {}
   for i = 1, #r[2], 2 do
     local ev = r[2][i + 1]
-    if #ev ~= 24 or struct.unpack('<d', ev) < cur - 1 then dead[#dead + 1] = r[2][i] end
+    if #ev ~= 24 or unpackd('<d', ev) < cur - 1 then dead[#dead + 1] = r[2][i] end
   end
   if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
   return tonumber(r[1])
 end
 
 if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte of its double
-  local INF = math.huge
+  local INF = 1 / 0 -- not math.huge: see engine.lua
   local TWO63 = 9223372036854775808
   local floor, ceil = math.floor, math.ceil
   local now, _, _, _, _, _, callerVer, validity, regTTL, need, want, maxWait, demand, tau, join =
-    struct.unpack('<ddddddddddddddd', ARGV[1])
+    unpackd('<ddddddddddddddd', ARGV[1])
   local explicitTime = now > 0
   if not explicitTime then
     local t = redis.call('TIME')
@@ -88,9 +88,9 @@ if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte o
   local pid = ARGV[2]
   local got = redis.pcall('HMGET', KEYS[1], 'e', pid)
   local v = got[1]
-  if join == 0 and got.err == nil and v and #v == 160 and callerVer <= struct.unpack('<d', v, 81) then
+  if join == 0 and got.err == nil and v and #v == 160 and callerVer <= unpackd('<d', v, 81) then
     local kind, stored, max, interval, nxt, burst, warmup, cold, threshold, slope, ver, lc, born,
-      slot, lvl, spr, np, lvt, sc, exp = struct.unpack('<dddddddddddddddddddd', v)
+      slot, lvl, spr, np, lvt, sc, exp = unpackd('<dddddddddddddddddddd', v)
     local bursty = kind ~= 1
     if bursty then kind = 0 end
     local slotLen = floor(regTTL / 2)
@@ -121,7 +121,7 @@ if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte o
       if maxWait > 1e6 then maxWait = 1e6 end
       local esl, eb, pnext
       local e = got[2]
-      if e and #e == 24 then esl, eb, pnext = struct.unpack('<ddd', e) end
+      if e and #e == 24 then esl, eb, pnext = unpackd('<ddd', e) end
       if pnext == nil then pnext = -INF end
 
       -- The caller's move in the demand histogram (lease.lua's count).
@@ -255,9 +255,9 @@ if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte o
         if ms > 86400000 then ms = 86400000 end
         exp = now + ms * 1000
       end
-      redis.call('HSET', KEYS[1], 'e', struct.pack('<dddddddddddddddddddd', kind, stored, max, interval, nxt,
+      redis.call('HSET', KEYS[1], 'e', packd('<dddddddddddddddddddd', kind, stored, max, interval, nxt,
         burst, warmup, cold, threshold, slope, ver, lc, born,
-        slot, lvl, spr, np, lvt, sc, exp), pid, struct.pack('<ddd', cur, b, pnext))
+        slot, lvl, spr, np, lvt, sc, exp), pid, packd('<ddd', cur, b, pnext))
       if setTTL then redis.call('PEXPIRE', KEYS[1], ms) end
       if newSlot or created or explicitTime then
         local dms = ceil(2 * regTTL / 1000)
@@ -270,10 +270,10 @@ if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte o
       aheadBy = aheadBy - now
       if pnext > now then aheadBy = aheadBy + tau end
       if moment then
-        return struct.pack('<ddddddddd', granted, moment - now, aheadBy, moment - now + validity, np, ver,
+        return packd('<ddddddddd', granted, moment - now, aheadBy, moment - now + validity, np, ver,
           1e6 / interval, max, born)
       end
-      return struct.pack('<ddddddddd', 0, 0, wait, 0, np, ver, 1e6 / interval, max, born)
+      return packd('<ddddddddd', 0, 0, wait, 0, np, ver, 1e6 / interval, max, born)
     end
   end
 end

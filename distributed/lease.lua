@@ -96,7 +96,7 @@ local ZERO = -1e9
 local A = ARGV
 if #ARGV == 2 then
   local now0, kind, rate, burst, warmup, cold, ver, validity, regttl, need, want, maxWait, demand, tau, join =
-    struct.unpack('<ddddddddddddddd', ARGV[1])
+    unpackd('<ddddddddddddddd', ARGV[1])
   if kind == 1 then kind = 'w' else kind = 'b' end
   A = {'lease', now0, kind, rate, burst, warmup, cold, ver, string.sub(ARGV[2], 3), validity, regttl, need, want,
     maxWait, demand, tau, string.sub(ARGV[1], 121), string.format('%d', join)}
@@ -129,7 +129,7 @@ end
 -- or garbled. pnext is the process's own fair-share clock (see below).
 local function parseEntry(v)
   if not v or #v ~= 24 then return nil end
-  local sl, b, pn = struct.unpack('<ddd', v)
+  local sl, b, pn = unpackd('<ddd', v)
   return sl, b, pn
 end
 
@@ -408,7 +408,7 @@ local function ahead(pn)
   return a
 end
 local function finish()
-  persist(struct.pack('<ddd', cur, b, pnext))
+  persist(packd('<ddd', cur, b, pnext))
   if newSlot or created or explicitTime then expireDemand() end
 end
 local wait = ahead(pnext)

@@ -72,6 +72,10 @@ func TestRejectedCallsChangeNothing(t *testing.T) {
 	if l.TryAcquire(-1, 0) {
 		t.Fatal("TryAcquire(-1) succeeded")
 	}
+	//lint:ignore SA1012 testing the nil check
+	if _, err := l.Acquire(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck
+		t.Fatalf("Acquire(nil, 1): %v", err)
+	}
 	if err := l.SetRate(math.NaN()); !errors.Is(err, ratelimit.ErrInvalidRate) {
 		t.Fatalf("SetRate(NaN): %v", err)
 	}

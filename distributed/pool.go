@@ -30,13 +30,16 @@ type tranche struct {
 // While Redis is unreachable a FailOpen limiter admits through its local
 // fallback limiter, and a FailClosed one returns an error wrapping
 // ErrUnavailable. permits <= 0 is an error wrapping
-// ratelimit.ErrInvalidPermits.
+// ratelimit.ErrInvalidPermits; a nil ctx is ratelimit.ErrNilContext.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
 	if permits <= 0 {
 		return 0, fmt.Errorf("%w: %d", ratelimit.ErrInvalidPermits, permits)
 	}
 	if !l.made() {
 		return 0, errZero
+	}
+	if ctx == nil {
+		return 0, ratelimit.ErrNilContext
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

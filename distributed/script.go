@@ -3,7 +3,7 @@ package distributed
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // The Lua sources. engine.lua is the smooth limiter's arithmetic (a port of
@@ -20,6 +20,8 @@ var (
 	leaseLua string
 )
 
-// leaseScript is run with Script.Run: EVALSHA, then EVAL when the server
-// answers NOSCRIPT (after a restart, a failover or SCRIPT FLUSH).
-var leaseScript = redis.NewScript(hotLua + "\n" + engineLua + "\n" + leaseLua)
+// leaseScript is run with redisscript's Run: EVALSHA, then EVAL when the
+// server may lack the script (NOSCRIPT after a restart, a failover or
+// SCRIPT FLUSH, or a proxy's rewrite of it). redisscript's prelude comes
+// first: packd and unpackd, with or without the server's struct library.
+var leaseScript = redisscript.New(hotLua + "\n" + engineLua + "\n" + leaseLua)

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -178,7 +178,7 @@ func WithCost(cost func(*http.Request) int) Option {
 func WithTrustedProxies(cidrs ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, s := range cidrs {
-			p, err := parsePrefix(s)
+			p, err := netprefix.Parse(s)
 			if err != nil {
 				c.errorf("trusted proxy %q: %v", s, err)
 				continue
@@ -186,38 +186,6 @@ func WithTrustedProxies(cidrs ...string) Option {
 			c.trustedProxies = append(c.trustedProxies, p)
 		}
 	})
-}
-
-// ParsePrefix reads a CIDR or a bare address (a one-address prefix), as
-// WithTrustedProxies does; for a command line to check its flags.
-func ParsePrefix(s string) (netip.Prefix, error) {
-	p, err := parsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%w: %v", ErrInvalidOption, err)
-	}
-	return p, nil
-}
-
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, errors.New("not a CIDR (want 10.0.0.0/8 or 2001:db8::/32)")
-		}
-		if p.Addr().Is4In6() {
-			if p.Bits() < 96 {
-				return netip.Prefix{}, errors.New("an IPv4-mapped CIDR shorter than /96")
-			}
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, errors.New("not an address or CIDR")
-	}
-	a = a.Unmap().WithZone("")
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // WithForwardingHeader says which header the trusted proxies write:

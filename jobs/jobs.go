@@ -36,12 +36,12 @@ type Result[T any] struct {
 // rate.
 //
 // The returned error is about the run, not the items: an invalid argument
-// (ErrInvalidParallel, ErrNilFunc), or why the run stopped before every item
+// (ErrInvalidParallel, ErrNilFunc, ratelimit.ErrNilContext), or why the run stopped before every item
 // had started (see Stream). Items that failed have their error in their
 // Result; those that never started have ErrNotStarted joined with that
 // reason. Run returns only when every started item has returned.
 func Run[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items []T, fn func(context.Context, T) error) ([]Result[T], error) {
-	if err := check(parallel, fn != nil); err != nil {
+	if err := check(ctx, parallel, fn != nil); err != nil {
 		return nil, err
 	}
 	results := make([]Result[T], len(items))
@@ -91,7 +91,7 @@ func Run[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items
 // have to start later still), returning the limiter's error, which wraps
 // context.DeadlineExceeded. Items left in the channel are not taken.
 func Stream[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, items <-chan T, fn func(context.Context, T) error, report func(Result[T])) error {
-	if err := check(parallel, fn != nil); err != nil {
+	if err := check(ctx, parallel, fn != nil); err != nil {
 		return err
 	}
 	if report == nil {
@@ -166,7 +166,10 @@ func Stream[T any](ctx context.Context, lim ratelimit.Acquirer, parallel int, it
 	}
 }
 
-func check(parallel int, haveFn bool) error {
+func check(ctx context.Context, parallel int, haveFn bool) error {
+	if ctx == nil {
+		return ratelimit.ErrNilContext
+	}
 	if parallel < 1 {
 		return fmt.Errorf("%w: %d", ErrInvalidParallel, parallel)
 	}

@@ -199,6 +199,14 @@ func TestRunUnlimitedAndErrors(t *testing.T) {
 	if _, err := jobs.Run[int](context.Background(), nil, 1, []int{1}, nil); !errors.Is(err, jobs.ErrNilFunc) {
 		t.Errorf("nil fn: %v", err)
 	}
+	//lint:ignore SA1012 testing the nil check
+	if _, err := jobs.Run(nil, nil, 1, []int{1}, func(context.Context, int) error { return nil }); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck
+		t.Errorf("nil context: %v", err)
+	}
+	//lint:ignore SA1012 testing the nil check
+	if err := jobs.Stream(nil, nil, 1, make(chan int), func(context.Context, int) error { return nil }, nil); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck
+		t.Errorf("Stream, nil context: %v", err)
+	}
 	// An already cancelled context starts nothing.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -257,3 +257,13 @@ descriptors:
 		}
 	})
 }
+
+// mustThrottleMemory is a throttle.MemoryStore on the test's clock.
+func mustThrottleMemory(t testing.TB, clock throttle.Clock) *throttle.MemoryStore {
+	t.Helper()
+	s, err := throttle.NewMemoryStore(throttle.WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -396,7 +396,7 @@ func TestMinValueRate(t *testing.T) {
 	}
 }
 
-// E1-E3, decision D3. Guava 31.1 with a warm-up of 0 µs computes threshold =
+// Guava 31.1 with a warm-up of 0 µs computes threshold =
 // max = 0, slope = +Inf (NaN with cold factor 1) and coolDown = 0/0 = NaN;
 // after the first idle moment storedPermits becomes NaN and every wait is
 // (long)NaN = 0: R0.00 R1.00 R1.00, idle, then R0.00 R0.00 R0.00 R0.00
@@ -442,7 +442,7 @@ func TestWarmupZeroIsAWarmLimiter(t *testing.T) {
 	}
 }
 
-// E7: an infinite bursty rate. Idle time stores +Inf permits (delta / 0);
+// An infinite bursty rate. Idle time stores +Inf permits (delta / 0);
 // finite -> +Inf rescales to stored*Inf/oldMax (+Inf, or NaN when nothing
 // was stored; kept bit for bit since the rate is infinite); +Inf -> finite
 // gives a bursty limiter a full burst and a warming-up one none (warm).
@@ -478,7 +478,7 @@ func TestInfiniteRate(t *testing.T) {
 	}
 }
 
-// E24: warm-up with cold factor 100, rate -> +Inf -> 10 qps: stored goes
+// Warm-up with cold factor 100, rate -> +Inf -> 10 qps: stored goes
 // +Inf, then 0 (warm, not cold).
 func TestColdFactor100ThroughInfinity(t *testing.T) {
 	e := NewWarmingUp(Microsecond, 10_000_000, 100, 1, 0)
@@ -557,7 +557,7 @@ func TestSanitizeStoredAfterFiniteSetRateWarmingUp(t *testing.T) {
 	}
 }
 
-// E5/E6: rates so high that every price truncates to 0 ticks.
+// Rates so high that every price truncates to 0 ticks.
 func TestHugeRates(t *testing.T) {
 	for _, m := range modes {
 		for _, r := range []float64{math.MaxFloat64, 1e300} {
@@ -574,7 +574,7 @@ func TestHugeRates(t *testing.T) {
 	}
 }
 
-// E9: getRate is computed back from the stable interval. In microsecond
+// Guava's getRate is computed back from the stable interval. In microsecond
 // mode the values are Guava's; nanosecond ticks round differently.
 func TestRateRoundTrip(t *testing.T) {
 	cases := []struct {
@@ -608,7 +608,7 @@ func TestRateRoundTrip(t *testing.T) {
 	}
 }
 
-// E12: 1e-10 qps and acquire(Integer.MAX_VALUE): (long)(2.1e25) saturates,
+// 1e-10 qps and acquire(Integer.MAX_VALUE): (long)(2.1e25) saturates,
 // nextFreeTicket sticks at Long.MAX_VALUE (sat.Add), and the next
 // request would wait Long.MAX_VALUE - now.
 func TestSaturatedBooking(t *testing.T) {
@@ -636,7 +636,7 @@ func TestSaturatedBooking(t *testing.T) {
 	}
 }
 
-// E13: 1 qps, acquire(Integer.MAX_VALUE) books 2147483647 s; the
+// 1 qps, acquire(Integer.MAX_VALUE) books 2147483647 s; the
 // tryAcquire boundary is <=.
 func TestTryAcquireBoundary(t *testing.T) {
 	for _, m := range modes {
@@ -659,7 +659,7 @@ func TestTryAcquireBoundary(t *testing.T) {
 	}
 }
 
-// E14: a clock that steps back never resyncs: the next wait is longer and
+// A clock that steps back never resyncs: the next wait is longer and
 // no permits are made or lost. Guava 31.1: now moved back 3 s -> waits 4 s.
 func TestClockBackwards(t *testing.T) {
 	for _, m := range modes {
@@ -675,7 +675,7 @@ func TestClockBackwards(t *testing.T) {
 	}
 }
 
-// E15: nextFreeTicket starts at 0, not at now, so an engine made at a
+// NextFreeTicket starts at 0, not at now, so an engine made at a
 // negative time makes its first request wait until time 0.
 func TestNegativeStart(t *testing.T) {
 	for _, m := range modes {
@@ -691,8 +691,8 @@ func TestNegativeStart(t *testing.T) {
 	}
 }
 
-// E16: maxBurstSeconds 0 is a metronome; 2.5 at 2 qps is a burst of 5.
-// (+Inf is rejected by package ratelimit, decision D5.)
+// MaxBurstSeconds 0 is a metronome; 2.5 at 2 qps is a burst of 5.
+// (+Inf is rejected by package ratelimit.)
 func TestMaxBurstSeconds(t *testing.T) {
 	for _, m := range modes {
 		half := 500_000 * m.us
@@ -731,7 +731,8 @@ func TestMaxBurstSeconds(t *testing.T) {
 	}
 }
 
-// E17 and the warm-up example of §4: setRate keeps the stored fraction.
+// The warm-up example of Guava's documentation: setRate keeps the
+// stored fraction.
 func TestRescaleKeepsFraction(t *testing.T) {
 	b := NewBursty(Microsecond, 1, 1, 0)
 	b.SetRate(4, 1_000_000) // 1 permit stored by then
@@ -754,7 +755,7 @@ func TestRescaleKeepsFraction(t *testing.T) {
 	}
 }
 
-// E19: from cold, acquire(100) is free and the next request pays for all
+// From cold, acquire(100) is free and the next request pays for all
 // of it: 4 s (trapezoid 8 -> 4) + 2 s (4 -> 0) + 92 x 0.5 s = 52 s.
 func TestWarmUpBigRequest(t *testing.T) {
 	for _, m := range modes {
@@ -768,7 +769,7 @@ func TestWarmUpBigRequest(t *testing.T) {
 	}
 }
 
-// E22: an idle gap shorter than the debt refills nothing.
+// An idle gap shorter than the debt refills nothing.
 func TestNoRefillWhileInDebt(t *testing.T) {
 	for _, m := range modes {
 		e := NewWarmingUp(m.tps, 4_000_000*m.us, 3, 2, 0)
@@ -788,7 +789,7 @@ func TestNoRefillWhileInDebt(t *testing.T) {
 	}
 }
 
-// E23: the debt booked before setRate is paid at the old rate.
+// The debt booked before setRate is paid at the old rate.
 func TestSetRateInDebt(t *testing.T) {
 	for _, m := range modes {
 		e := NewBursty(m.tps, 1, 0.1, 0)
@@ -803,7 +804,7 @@ func TestSetRateInDebt(t *testing.T) {
 	}
 }
 
-// E25 (Guava issue 5290): at 80 000 qps a permit costs 12.5 µs. Guava mode
+// Guava issue 5290: at 80 000 qps a permit costs 12.5 µs. Guava mode
 // books 12 µs per acquire(1) (4% too fast) and 25 µs per acquire(2); the
 // default nanosecond mode books 12 500 ns.
 func TestTruncationAt80kQPS(t *testing.T) {
@@ -837,7 +838,7 @@ func TestTruncationAt80kQPS(t *testing.T) {
 }
 
 // The cool-down interval: the stable interval for bursty limiters and for
-// cold factor 3, W/max otherwise (values from real Guava 31.1, §4).
+// cold factor 3, W/max otherwise (values from real Guava 31.1).
 func TestCoolDownInterval(t *testing.T) {
 	cases := []struct {
 		e    Engine

@@ -1,6 +1,10 @@
 package throttle
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/smoothrate/ratelimit/internal/check"
+)
 
 // Sentinel errors. Every rejected argument and every store failure is
 // returned as an error wrapping one of these (test with errors.Is); nothing
@@ -22,6 +26,11 @@ var (
 	// that does not apply to that store, returned by NewMemoryStore or
 	// NewRedisStore; a nil client given to NewRedisStore.
 	ErrInvalidOption = errors.New("throttle: invalid store option")
+	// ErrNilContext: a nil context.Context was passed. The standard
+	// library calls that a programming error and may panic; this package
+	// returns this error instead (the same value as
+	// ratelimit.ErrNilContext).
+	ErrNilContext = check.ErrNilContext
 	// ErrNilStore: New was given a nil Store, or a Limiter's zero value
 	// was used.
 	ErrNilStore = errors.New("throttle: no store")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit"
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
@@ -133,4 +135,27 @@ func TestLimitHelpers(t *testing.T) {
 	if got := lim.Limit(); got != (Limit{Count: 5, Period: time.Minute, Burst: 5}) || lim.Algorithm() != TokenBucket {
 		t.Errorf("Limit() = %+v, Algorithm() = %v", got, lim.Algorithm())
 	}
+}
+
+// TestNilContext: a nil context is an error on every store, not a panic
+// (the Redis client would dereference it), and changes nothing.
+func TestNilContext(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newStore func(clk ratelimit.Clock) Store) {
+		lim := mustNew(t, newStore(newSetClock()), GCRA, PerSecond(1))
+		//lint:ignore SA1012 testing the nil check
+		if d, err := lim.Allow(nil, "k"); !errors.Is(err, ErrNilContext) || d.Allowed { //nolint:staticcheck
+			t.Errorf("Allow(nil): %+v, %v", d, err)
+		}
+		//lint:ignore SA1012 testing the nil check
+		if _, err := AllowAll(nil, Check{lim, "k", 1}); !errors.Is(err, ErrNilContext) { //nolint:staticcheck
+			t.Errorf("AllowAll(nil): %v", err)
+		}
+		//lint:ignore SA1012 testing the nil check
+		if err := lim.Reset(nil, "k"); !errors.Is(err, ErrNilContext) { //nolint:staticcheck
+			t.Errorf("Reset(nil): %v", err)
+		}
+		if d := mustAllow(t, lim, "k", 0); d.Remaining != 1 {
+			t.Errorf("after rejected calls: %+v", d)
+		}
+	})
 }

@@ -65,7 +65,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 // refused with RetryAfter = Never.
 //
 // Errors wrap ErrEmptyKey, ErrKeyTooLong, ErrInvalidCost, ErrNilStore,
-// ErrInvalidTime or ErrStore (with the store's own error); the Decision is
+// ErrNilContext, ErrInvalidTime or ErrStore (with the store's own error); the Decision is
 // then the zero value, which refuses.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d Decision, err error) {
 	err = l.allow(ctx, &d, key, n) // small enough to inline: one call less
@@ -74,7 +74,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d Decision, er
 
 // allowN is AllowN through the Store interface, and every error.
 func (l *Limiter) allowN(ctx context.Context, key string, n int) (Decision, error) {
-	r, err := l.request(key, n)
+	r, err := l.request(ctx, key, n)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -83,14 +83,16 @@ func (l *Limiter) allowN(ctx context.Context, key string, n int) (Decision, erro
 
 // Reset forgets key's state: it is back to its full allowance.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	if _, err := l.request(key, 0); err != nil { // the same checks as a decision's
+	if _, err := l.request(ctx, key, 0); err != nil { // the same checks as a decision's
 		return err
 	}
 	return l.store.reset(ctx, l.p.alg, key)
 }
 
-func (l *Limiter) request(key string, n int) (request, error) {
+func (l *Limiter) request(ctx context.Context, key string, n int) (request, error) {
 	switch {
+	case ctx == nil:
+		return request{}, ErrNilContext
 	case l == nil || l.store == nil:
 		return request{}, ErrNilStore
 	case key == "":
@@ -135,7 +137,7 @@ func AllowAll(ctx context.Context, checks ...Check) (Decisions, error) {
 	rs = rs[:len(checks)]
 	var store Store
 	for i, c := range checks {
-		r, err := c.Limiter.request(c.Key, c.N)
+		r, err := c.Limiter.request(ctx, c.Key, c.N)
 		if err != nil {
 			return nil, fmt.Errorf("check %d: %w", i, err)
 		}

@@ -9,9 +9,11 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +50,14 @@ func TestOneGrammar(t *testing.T) {
 		{[]string{"trace", "--qps", "0x10"}, `ratelimit trace: invalid value "0x10" for flag -qps: "0x10": want a count, optionally per period, like 5/s or 300/m (see ratelimit help trace)`},
 		{[]string{"trace", "rate:1e999"}, `ratelimit trace: operation "rate:1e999": "1e999": exponent too large`},
 		{[]string{"pipe", "--nosuch", "1M"}, `ratelimit pipe: flag provided but not defined: -nosuch (see ratelimit help pipe)`},
+		// A negative rate is a rate, not an unknown flag.
+		{[]string{"pipe", "-5k"}, `ratelimit pipe: rate "-5k": a rate must be positive`},
+		{[]string{"pipe", "-q", "-.5"}, `ratelimit pipe: rate "-.5": a rate must be positive`},
+		// Accepted, it would hang after the first chunk.
+		{[]string{"pipe", "1e-300"}, `ratelimit pipe: rate "1e-300": too slow: a chunk of 1024 bytes would take more than a day (at least 0.0119 B/s; a smaller --chunk allows less)`},
+		// The rate is to blame, not a --burst nobody gave.
+		{[]string{"run", "--rate", "1e-300", "true"}, `ratelimit run: --rate "1e-300": too slow: more than a day between jobs (the slowest rate is 1/d)`},
+		{[]string{"trace", "acquire:99999999999999999999"}, `ratelimit trace: operation "acquire:99999999999999999999": "99999999999999999999" permits: too many (at most ` + strconv.Itoa(math.MaxInt) + `)`},
 	} {
 		stdout.Reset()
 		stderr.Reset()

@@ -515,7 +515,7 @@ func TestParseRedisURL(t *testing.T) {
 		// go-redis's own cluster form.
 		{url: "redis+cluster://a:1?addr=b:2", where: "a:1,b:2", cluster: true, addrs: []string{"a:1", "b:2"}},
 	} {
-		newClient, where, err := parseRedisURL(c.url)
+		newClient, where, err := parseRedisURL(c.url, "")
 		if err != nil {
 			t.Errorf("%s: %v", c.url, err)
 			continue

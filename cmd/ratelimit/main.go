@@ -223,10 +223,26 @@ func signalStatus(sig os.Signal) int {
 // parseInterspersed parses flags that may appear anywhere among the
 // positional words (the flag package stops at the first word). A "--" ends
 // the flags.
+// isNegativeNumber reports whether s is a minus sign followed by what
+// starts a number ("-5k", "-.5", "-1e3"): never a flag name.
+func isNegativeNumber(s string) bool {
+	return len(s) > 1 && s[0] == '-' && (s[1] >= '0' && s[1] <= '9' || s[1] == '.')
+}
+
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var words []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			// A negative number ("-5k") is a word, to be refused by what
+			// reads it ("a rate must be positive"), not an unknown flag.
+			// The flag package has consumed it: it is the argument just
+			// before what is left.
+			rest := fs.Args()
+			if i := len(args) - len(rest) - 1; i >= 0 && isNegativeNumber(args[i]) && strings.HasSuffix(err.Error(), args[i]) {
+				words = append(words, args[i])
+				args = rest
+				continue
+			}
 			return nil, err
 		}
 		rest := fs.Args()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ Rates and sizes: a number (500, 1.5, 1e9) with an optional prefix and unit.
   k M G T = 1000^n    Ki Mi Gi Ti = 1024^n    B or nothing = bytes
   b or bit = bits (a byte is 8 bits)          rates may end in /s (or ps: Mbps)
   Examples: 500k, 1MiB/s, 10MB/s, 2Gbit, 100Mbps, 1e9; "inf" for no limit.
+  A rate so slow that one chunk would take more than a day is refused.
 
 When standard error is a terminal (or with --progress), a progress line
 shows the bytes copied, the current and average rates and, when the size is
@@ -213,8 +215,27 @@ func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, q
 			return cfg, fmt.Errorf("--size %w", err)
 		}
 	}
+	// A rate at which the first chunk would take more than a day (1e-300
+	// bytes/s, say) would be accepted and then hang after the first
+	// chunk: refuse it, saying what the slowest rate is.
+	chunk := cfg.chunk
+	if chunk == 0 {
+		chunk = shape.ChunkSize(cfg.rate)
+	}
+	cold := 1.0
+	if warmup > 0 {
+		cold = ratelimit.DefaultColdFactor // a warming-up limiter starts this much slower
+	}
+	if slowest := cold * float64(chunk) / slowestChunk.Seconds(); cfg.rate < slowest {
+		return cfg, fmt.Errorf("rate %q: too slow: a chunk of %d bytes would take more than a day (at least %s B/s%s; a smaller --chunk allows less)",
+			rateS, chunk, strconv.FormatFloat(slowest, 'g', 3, 64), map[bool]string{true: " with --warmup", false: ""}[warmup > 0])
+	}
 	return cfg, nil
 }
+
+// slowestChunk is the longest a chunk may take: a rate slower than that is
+// a mistake (1e-300), not a limit anyone waits for.
+const slowestChunk = 24 * time.Hour
 
 // parseBurst reads --burst: a duration, or a size that is converted to the
 // time it takes at rate.

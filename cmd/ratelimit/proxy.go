@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -20,7 +21,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/httplimit"
+	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -42,15 +45,37 @@ name it with --trusted-proxy: the client is then the rightmost address in
 X-Forwarded-For that is not a trusted proxy. Without --trusted-proxy,
 X-Forwarded-For is ignored (a client could write anything there).
 
+The path is cleaned before it is keyed and forwarded (//a, /./a, /b/../a
+and /%61 are all /a). The backend gets X-Forwarded-For, X-Real-IP,
+X-Forwarded-Host, X-Forwarded-Proto and Forwarded as the proxy knows them:
+what a client wrote there itself is replaced.
+
 State is kept in memory (bounded: least recently seen clients are
 forgotten first), or in Redis with --redis URL so that several proxies share
-one limit per client (redis://host:6379/0, redis+cluster://h1:p1,h2:p2).
+one limit per client (redis://host:6379/0, redis+cluster://h1:p1,h2:p2). Give
+the password with --redis-password-file or $REDIS_PASSWORD rather than in
+the URL, which every user of the machine can read on the command line.
 When Redis fails or takes more than 200 ms to answer, requests get 503 with
-Retry-After (--fail-open: they pass, unlimited, until Redis answers again);
-each failure is counted.
+Retry-After (--fail-open: they pass, unlimited, until Redis answers again).
+A Redis that answers but is set up wrong (a wrong password or database, a
+cluster URL for one server) never fails open: at start the proxy exits with
+status 2; found later, requests get 503. Each outage of Redis or of the
+backend is logged when it begins (why) and when it ends (how long, how many
+requests it failed).
 
-SIGINT or SIGTERM stop accepting connections and let requests in flight
-finish (at most 30 s) before exiting.
+Connections: a client may hold --max-conns-per-client connections at once
+(--trusted-proxy addresses have no cap), a refused client's connection is
+closed after its 429, an idle one after --idle-timeout, and a request body
+that stalls for --read-timeout is cut off (408); the backend has
+--upstream-timeout to answer (then 504). Headers past --max-header-bytes get
+431.
+
+With --config FILE, the limit flags (--limit, --burst, --algorithm, --key)
+come from FILE, written as on the command line ("#" starts a comment), and
+SIGHUP reads it again without dropping a request; a file with an error
+leaves the limits as they were, and the log says why. SIGINT or SIGTERM stop
+accepting connections and let requests in flight finish (at most 30 s)
+before exiting.
 
 Examples:
   ratelimit proxy --listen :8080 --limit 100/min http://127.0.0.1:3000
@@ -58,7 +83,7 @@ Examples:
       --trusted-proxy 10.0.0.0/8 --redis redis://redis:6379/0 --metrics :9090 http://api:3000
 
 Exit status: 0 after a clean shutdown, 1 if serving fails (the address is
-taken), 2 for bad flags or values.
+taken), 2 for bad flags or values or a Redis set up wrong.
 
 Flags:
 `
@@ -67,10 +92,8 @@ Flags:
 type proxyConfig struct {
 	listen, metrics string
 	target          *url.URL
-	limit           throttle.Limit
-	alg             throttle.Algorithm
-	key             string // "ip", "route" or "header:NAME", as given
-	keyPart         httplimit.KeyPart
+	limits          *limitConfig // at start; SIGHUP re-reads them from configFile
+	configFile      string
 	trusted         []string
 	trustedPrefixes []netip.Prefix
 	redisURL        string
@@ -78,6 +101,125 @@ type proxyConfig struct {
 	redisWhere      string
 	failOpen        bool
 	maxKeys         int
+
+	idleTimeout, readTimeout, upstreamTimeout time.Duration
+	maxHeaderBytes                            int
+	maxConnsPerClient                         int
+}
+
+// limitConfig is what a limit step decides with: the part of the
+// configuration that a --config file holds and SIGHUP replaces.
+type limitConfig struct {
+	limit   throttle.Limit
+	alg     throttle.Algorithm
+	key     string // "ip", "route" or "header:NAME", as given
+	keyPart httplimit.KeyPart
+}
+
+// limitFlags are the flags that say what is limited and how: the ones a
+// --config file may hold, read again on SIGHUP.
+type limitFlags struct {
+	limit, burst, alg, key string
+}
+
+func (f *limitFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.limit, "limit", "", "requests per client: `COUNT/PERIOD`, e.g. 100/min, 10/s, 20/15s")
+	fs.StringVar(&f.burst, "burst", "", "most requests at once (gcra, token-bucket, leaky-bucket; default COUNT)")
+	fs.StringVar(&f.alg, "algorithm", "gcra", "`algorithm`: gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log")
+	fs.StringVar(&f.key, "key", "ip", "what a limit is per: ip, header:NAME or route")
+}
+
+// limitFlagNames are the flags limitFlags registers.
+var limitFlagNames = []string{"limit", "burst", "algorithm", "key"}
+
+// check reads the flags into a limitConfig.
+func (f *limitFlags) check() (*limitConfig, error) {
+	lc := &limitConfig{key: f.key}
+	if f.limit == "" {
+		return nil, errors.New("--limit is required (e.g. --limit 100/min)")
+	}
+	var err error
+	if lc.limit, err = parseLimit(f.limit); err != nil {
+		return nil, fmt.Errorf("--limit %q: %v", f.limit, err)
+	}
+	if f.burst != "" {
+		n, err := strconv.Atoi(f.burst)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--burst %q: want a whole number of requests, at least 1", f.burst)
+		}
+		lc.limit.Burst = n
+	}
+	if lc.alg, err = throttle.ParseAlgorithm(f.alg); err != nil {
+		return nil, fmt.Errorf("--algorithm: %v", err)
+	}
+	probe, err := throttle.NewMemoryStore(throttle.WithMaxKeys(1))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := throttle.New(probe, lc.alg, lc.limit); err != nil {
+		return nil, fmt.Errorf("--limit %s with --algorithm %s: %v", f.limit, f.alg, err)
+	}
+	switch name, ok := strings.CutPrefix(f.key, "header:"); {
+	case f.key == "ip":
+		lc.keyPart = httplimit.IP()
+	case f.key == "route":
+		lc.keyPart = httplimit.Route()
+	case ok && name != "" && validHeaderName(name):
+		lc.keyPart = httplimit.Header(name)
+	default:
+		return nil, fmt.Errorf("--key %q: want ip, route or header:NAME (e.g. header:X-Api-Key)", f.key)
+	}
+	return lc, nil
+}
+
+func (lc *limitConfig) String() string {
+	return fmt.Sprintf("%s per %s (%s)", lc.limit, lc.key, lc.alg)
+}
+
+// proxyFlags are all of proxy's flags.
+type proxyFlags struct {
+	limitFlags
+	listen, redis, redisPasswordFile, metrics, config, maxHeaderBytes string
+	trusted                                                           stringsFlag
+	failOpen                                                          bool
+	maxKeys, maxConnsPerClient                                        int
+	idleTimeout, readTimeout, upstreamTimeout                         time.Duration
+}
+
+// Defaults for the connection flags, nginx's where it has one: a proxy
+// that one hostile client can exhaust is not a limiter. docs/http.md says
+// why each.
+const (
+	defaultIdleTimeout       = 75 * time.Second // nginx's keepalive_timeout
+	defaultReadTimeout       = 60 * time.Second // nginx's client_body_timeout
+	defaultUpstreamTimeout   = 60 * time.Second // nginx's proxy_read_timeout
+	defaultMaxHeaderBytes    = "32KiB"          // nginx's large_client_header_buffers (4 x 8k)
+	defaultMaxConnsPerClient = 256
+	// readHeaderTimeout bounds the request line and headers, so that a
+	// client cannot hold a connection by sending them a byte at a time.
+	readHeaderTimeout = 10 * time.Second
+	// upstreamIdlePerHost is the idle pool to the backend: as many
+	// connections as requests at once under load, so that a busy proxy
+	// reuses them instead of opening one per request (and leaving as
+	// many sockets in TIME_WAIT).
+	upstreamIdlePerHost = 1024
+)
+
+func (f *proxyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.listen, "listen", "", "serve on this `address` (host:port; port 0 picks a free one, printed at start)")
+	f.limitFlags.register(fs)
+	fs.StringVar(&f.config, "config", "", "read the limit flags (--limit, --burst, --algorithm, --key) from this `file`, one per line; SIGHUP reads it again")
+	fs.Var(&f.trusted, "trusted-proxy", "a load balancer's `CIDR` or address whose X-Forwarded-For is believed (repeatable)")
+	fs.StringVar(&f.redis, "redis", "", "share limits with other proxies through Redis at `URL`")
+	fs.StringVar(&f.redisPasswordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus counters on this `address` at /metrics")
+	fs.IntVar(&f.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: remember at most this many clients (the least recently seen are forgotten)")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "let requests through when the store (Redis) cannot be reached, instead of answering 503 (never when it is set up wrong)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", defaultIdleTimeout, "close a keep-alive connection idle this `long`")
+	fs.DurationVar(&f.readTimeout, "read-timeout", defaultReadTimeout, "cut off a client that sends nothing of its request body for this `long`")
+	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "answer 504 when the backend has not answered within this `long`")
+	fs.StringVar(&f.maxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "answer 431 to a request whose headers are larger than this `size`")
+	fs.IntVar(&f.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address (IPv6: /64); --trusted-proxy addresses are exempt; 0: no cap")
 }
 
 // stringsFlag collects a repeated flag.
@@ -88,38 +230,17 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runProxy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f struct {
-		listen, limit, burst, alg, key, redis, metrics string
-		trusted                                        stringsFlag
-		failOpen                                       bool
-		maxKeys                                        int
-	}
-	fs.StringVar(&f.listen, "listen", "", "serve on this `address` (host:port; port 0 picks a free one, printed at start)")
-	fs.StringVar(&f.limit, "limit", "", "requests per client: `COUNT/PERIOD`, e.g. 100/min, 10/s, 20/15s")
-	fs.StringVar(&f.burst, "burst", "", "most requests at once (gcra, token-bucket, leaky-bucket; default COUNT)")
-	fs.StringVar(&f.alg, "algorithm", "gcra", "`algorithm`: gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log")
-	fs.StringVar(&f.key, "key", "ip", "what a limit is per: ip, header:NAME or route")
-	fs.Var(&f.trusted, "trusted-proxy", "a load balancer's `CIDR` or address whose X-Forwarded-For is believed (repeatable)")
-	fs.StringVar(&f.redis, "redis", "", "share limits with other proxies through Redis at `URL`")
-	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus counters on this `address` at /metrics")
-	fs.IntVar(&f.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: remember at most this many clients (the least recently seen are forgotten)")
-	fs.BoolVar(&f.failOpen, "fail-open", false, "let requests through when the store (Redis) fails, instead of answering 503")
+	var f proxyFlags
+	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), proxyUsage)
 		fs.PrintDefaults()
 	}
-	words, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return status
 	}
-	if err != nil {
-		return exitUsage
-	}
-	cfg, err := proxyConfigFrom(f.listen, f.limit, f.burst, f.alg, f.key, f.redis, f.metrics, f.trusted, f.failOpen, words)
-	if err == nil {
-		err = cfg.setMaxKeys(f.maxKeys, fs)
-	}
+	cfg, err := proxyConfigFrom(&f, fs, words)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 		return exitUsage
@@ -129,8 +250,18 @@ func runProxy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cfg.serve(ctx, stdout, stderr)
 }
 
-func proxyConfigFrom(listen, limit, burst, alg, key, redisURL, metrics string, trusted []string, failOpen bool, words []string) (*proxyConfig, error) {
-	c := &proxyConfig{listen: listen, metrics: metrics, key: key, trusted: trusted, redisURL: redisURL, failOpen: failOpen}
+// given reports which flags the command line set.
+func given(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyConfig, error) {
+	set := given(fs)
+	c := &proxyConfig{listen: f.listen, metrics: f.metrics, trusted: f.trusted, redisURL: f.redis, failOpen: f.failOpen,
+		configFile: f.config, idleTimeout: f.idleTimeout, readTimeout: f.readTimeout, upstreamTimeout: f.upstreamTimeout,
+		maxConnsPerClient: f.maxConnsPerClient}
 	switch len(words) {
 	case 0:
 		return nil, errors.New("missing TARGET_URL (the service to forward to, e.g. http://127.0.0.1:3000)")
@@ -143,77 +274,133 @@ func proxyConfigFrom(listen, limit, burst, alg, key, redisURL, metrics string, t
 		return nil, fmt.Errorf("TARGET_URL %q: want an http:// or https:// URL with a host", words[0])
 	}
 	c.target = u
-	if listen == "" {
+	if f.listen == "" {
 		return nil, errors.New("--listen is required (e.g. --listen :8080)")
 	}
-	if _, _, err := net.SplitHostPort(listen); err != nil {
-		return nil, fmt.Errorf("--listen %q: want host:port or :port", listen)
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return nil, fmt.Errorf("--listen %q: want host:port or :port", f.listen)
 	}
-	if metrics != "" {
-		if _, _, err := net.SplitHostPort(metrics); err != nil {
-			return nil, fmt.Errorf("--metrics %q: want host:port or :port", metrics)
+	if f.metrics != "" {
+		if _, _, err := net.SplitHostPort(f.metrics); err != nil {
+			return nil, fmt.Errorf("--metrics %q: want host:port or :port", f.metrics)
 		}
 	}
-	if limit == "" {
-		return nil, errors.New("--limit is required (e.g. --limit 100/min)")
-	}
-	if c.limit, err = parseLimit(limit); err != nil {
-		return nil, fmt.Errorf("--limit %q: %v", limit, err)
-	}
-	if burst != "" {
-		n, err := strconv.Atoi(burst)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--burst %q: want a whole number of requests, at least 1", burst)
+	if f.config != "" {
+		for _, name := range limitFlagNames {
+			if set[name] {
+				return nil, fmt.Errorf("--%s is read from --config %s: give it there, not on the command line", name, f.config)
+			}
 		}
-		c.limit.Burst = n
-	}
-	if c.alg, err = throttle.ParseAlgorithm(alg); err != nil {
-		return nil, fmt.Errorf("--algorithm: %v", err)
-	}
-	probe, err := throttle.NewMemoryStore(throttle.WithMaxKeys(1))
-	if err != nil {
+		if c.limits, err = readLimitFile(f.config); err != nil {
+			return nil, err
+		}
+	} else if c.limits, err = f.limitFlags.check(); err != nil {
 		return nil, err
 	}
-	if _, err := throttle.New(probe, c.alg, c.limit); err != nil {
-		return nil, fmt.Errorf("--limit %s with --algorithm %s: %v", limit, alg, err)
-	}
-	switch name, ok := strings.CutPrefix(key, "header:"); {
-	case key == "ip":
-		c.keyPart = httplimit.IP()
-	case key == "route":
-		c.keyPart = httplimit.Route()
-	case ok && name != "" && validHeaderName(name):
-		c.keyPart = httplimit.Header(name)
-	default:
-		return nil, fmt.Errorf("--key %q: want ip, route or header:NAME (e.g. header:X-Api-Key)", key)
-	}
-	for _, s := range trusted {
-		p, err := httplimit.ParsePrefix(s)
+	for _, s := range f.trusted {
+		p, err := netprefix.Parse(s)
 		if err != nil {
 			return nil, fmt.Errorf("--trusted-proxy %q: want a CIDR (10.0.0.0/8) or an address", s)
 		}
 		c.trustedPrefixes = append(c.trustedPrefixes, p)
 	}
-	if redisURL != "" {
-		if c.newRedis, c.redisWhere, err = parseRedisURL(redisURL); err != nil {
-			return nil, fmt.Errorf("--redis %q: %v", redisURL, err)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"idle-timeout", f.idleTimeout}, {"read-timeout", f.readTimeout}, {"upstream-timeout", f.upstreamTimeout}} {
+		if d.v <= 0 {
+			return nil, fmt.Errorf("--%s %v: want a positive duration", d.name, d.v)
 		}
 	}
+	n, err := units.Size(f.maxHeaderBytes)
+	if err != nil {
+		return nil, fmt.Errorf("--max-header-bytes %v", err)
+	}
+	if n < 1024 || n > 1<<30 {
+		return nil, fmt.Errorf("--max-header-bytes %q: want between 1KiB and 1GiB", f.maxHeaderBytes)
+	}
+	c.maxHeaderBytes = int(n)
+	if f.maxConnsPerClient < 0 {
+		return nil, fmt.Errorf("--max-conns-per-client %d: want 0 (no cap) or more", f.maxConnsPerClient)
+	}
+	if f.redis != "" {
+		password, err := redisPassword(f.redisPasswordFile)
+		if err != nil {
+			return nil, err
+		}
+		if c.newRedis, c.redisWhere, err = parseRedisURL(f.redis, password); err != nil {
+			return nil, fmt.Errorf("--redis %q: %v", redactURL(f.redis), err)
+		}
+	} else if f.redisPasswordFile != "" {
+		return nil, errors.New("--redis-password-file only applies with --redis URL")
+	}
+	switch {
+	case set["max-keys"] && c.redisURL != "":
+		return nil, errors.New("--max-keys applies to the memory store; Redis bounds its memory with key expiry and maxmemory")
+	case f.maxKeys < 1:
+		return nil, fmt.Errorf("--max-keys %d: want at least 1", f.maxKeys)
+	}
+	c.maxKeys = f.maxKeys
 	return c, nil
 }
 
-// setMaxKeys checks --max-keys, which only a memory store has.
-func (c *proxyConfig) setMaxKeys(n int, fs *flag.FlagSet) error {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "max-keys" })
-	switch {
-	case given && c.redisURL != "":
-		return errors.New("--max-keys applies to the memory store; Redis bounds its memory with key expiry and maxmemory")
-	case n < 1:
-		return fmt.Errorf("--max-keys %d: want at least 1", n)
+// readLimitFile reads a --config file: the limit flags, as on the command
+// line, any number per line; "#" starts a comment. For example:
+//
+//	# the API's limits
+//	--limit 100/min --burst 20
+//	--key header:X-Api-Key
+func readLimitFile(path string) (*limitConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %v", err)
 	}
-	c.maxKeys = n
-	return nil
+	var args []string
+	for line := range strings.Lines(string(b)) {
+		line, _, _ = strings.Cut(line, "#")
+		args = append(args, strings.Fields(line)...)
+	}
+	fs := flag.NewFlagSet("proxy --config", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f limitFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("--config %s: %v (it holds only %s)", path, err, "--"+strings.Join(limitFlagNames, ", --"))
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("--config %s: %q is not a flag", path, fs.Arg(0))
+	}
+	lc, err := f.check()
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %v", path, err)
+	}
+	return lc, nil
+}
+
+// redisPassword is the Redis password from --redis-password-file or
+// $REDIS_PASSWORD ("" if neither), so that it need not be in the URL on
+// the command line, where every user of the machine can read it.
+func redisPassword(file string) (string, error) {
+	if file == "" {
+		return os.Getenv("REDIS_PASSWORD"), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %v", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("--redis-password-file %s is empty", file)
+	}
+	return pw, nil
+}
+
+// redactURL hides a URL's password, for messages.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 // validHeaderName: an RFC 9110 token.
@@ -234,6 +421,9 @@ func parseLimit(s string) (throttle.Limit, error) {
 		return throttle.Limit{}, errors.New("want COUNT/PERIOD, e.g. 100/min, 10/s or 20/15s")
 	}
 	count, err := strconv.Atoi(countS)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(countS, "-") {
+		return throttle.Limit{}, fmt.Errorf("count %q: too large (at most %d)", countS, math.MaxInt)
+	}
 	if err != nil || count < 1 {
 		return throttle.Limit{}, fmt.Errorf("count %q: want a whole number, at least 1", countS)
 	}
@@ -250,27 +440,26 @@ func parseLimit(s string) (throttle.Limit, error) {
 
 // serve runs the proxy until ctx ends, then drains it.
 func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
+	errLog := log.New(stderr, "ratelimit proxy: ", 0)
 	var store throttle.Store
 	var storeName string
 	if c.newRedis != nil {
-		redis.SetLogger(quietLogger{}) // store errors are counted and logged by the error hook
+		redis.SetLogger(quietLogger{}) // store errors are counted and logged by the outage log
 		client := c.newRedis()
 		defer client.Close()
-		rs, err := throttle.NewRedisStore(client)
+		// The store's bound on a call, as distributed's for pipe and
+		// run (redisCallTimeout says why 200 ms).
+		rs, err := throttle.NewRedisStore(client, throttle.WithCallTimeout(redisCallTimeout))
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 			return exitUsage
 		}
 		store = rs
 		storeName = "redis " + c.redisWhere
-		// A wrong address should show at start, not with the first
-		// request; but Redis may come up later, so it is a warning.
-		ping, cancel := context.WithTimeout(ctx, redisStartTimeout)
-		if err := client.Ping(ping).Err(); err != nil {
-			fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s does not answer (%v); until it does, requests %s\n",
-				c.redisWhere, err, map[bool]string{false: "get 503", true: "pass unlimited (--fail-open)"}[c.failOpen])
+		if err := c.checkRedis(ctx, client, store, stderr); err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
+			return exitUsage
 		}
-		cancel()
 	} else {
 		ms, err := throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys))
 		if err != nil {
@@ -280,21 +469,7 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		store = ms
 		storeName = fmt.Sprintf("memory store (at most %d keys)", c.maxKeys)
 	}
-	var m proxyMetrics
-	errLog := log.New(stderr, "ratelimit proxy: ", 0)
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(c.target)
-			// Pass on the chain of addresses only when it came from a
-			// proxy we trust; a client's own X-Forwarded-For is noise.
-			if c.trustedPeer(pr.In.RemoteAddr) {
-				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-			}
-			pr.SetXForwarded()
-		},
-		ErrorLog: errLog,
-	}
-	handler, err := c.handler(store, rp, &m, errLog)
+	p, err := c.newProxy(store, storeName, errLog)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 		return exitUsage
@@ -305,7 +480,16 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 		return exitFail
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	if c.maxConnsPerClient > 0 {
+		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused)
+	}
+	srv := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: min(readHeaderTimeout, c.readTimeout),
+		IdleTimeout:       c.idleTimeout,
+		MaxHeaderBytes:    c.maxHeaderBytes,
+		ErrorLog:          errLog,
+	}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{ln}
 	metricsNote := ""
@@ -317,13 +501,17 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", &m)
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		mux.Handle("GET /metrics", &p.metrics)
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: c.idleTimeout, ErrorLog: errLog})
 		listeners = append(listeners, mln)
 		metricsNote = fmt.Sprintf(", metrics on http://%s/metrics", mln.Addr())
 	}
-	fmt.Fprintf(stdout, "ratelimit proxy: listening on http://%s, forwarding to %s, %s per %s (%s), %s%s\n",
-		ln.Addr(), c.target.Redacted(), c.limit, c.key, c.alg, storeName, metricsNote)
+	// Before the line that says the proxy is up: a SIGHUP from then on
+	// reloads, and never kills.
+	stopReload := p.reloadOnHangup(c.configFile)
+	defer stopReload()
+	fmt.Fprintf(stdout, "ratelimit proxy: listening on http://%s, forwarding to %s, %s, %s%s\n",
+		ln.Addr(), c.target.Redacted(), c.limits, storeName, metricsNote)
 
 	failed := make(chan error, len(servers))
 	for i, s := range servers {
@@ -345,63 +533,56 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			status = exitFail
 		}
 	}
+	p.store.close()
+	p.backend.close()
 	return status
 }
 
-// handler is the proxy without its network: the limiter over store in
-// front of next, counting into m, store errors logged on errLog.
-func (c *proxyConfig) handler(store throttle.Store, next http.Handler, m *proxyMetrics, errLog *log.Logger) (http.Handler, error) {
-	lim, err := throttle.New(store, c.alg, c.limit)
-	if err != nil {
-		return nil, err
+// checkRedis looks at Redis before the proxy serves. A Redis that answers
+// but is set up wrong (a wrong password, no such database, a cluster URL
+// for a single server, a script it cannot run) is an error: no retry and
+// no --fail-open fixes it, and failing open on it would run unlimited
+// forever. A Redis that does not answer is a warning: it may come up
+// later, and until it does requests fail open or closed as configured.
+func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClient, store throttle.Store, stderr io.Writer) error {
+	ping, cancel := context.WithTimeout(ctx, redisStartTimeout)
+	defer cancel()
+	err := client.Ping(ping).Err()
+	if err == nil {
+		// PING passes where the limiter's script may not run (an ACL
+		// user without EVALSHA, a key of another type): one decision
+		// that counts nothing runs it.
+		lim, lerr := throttle.New(store, c.limits.alg, c.limits.limit)
+		if lerr != nil {
+			return lerr
+		}
+		_, err = lim.AllowN(ping, "ratelimit-proxy:start-check", 0)
 	}
-	opts := []httplimit.Option{
-		httplimit.WithKey(c.keyPart),
-		httplimit.WithRefusalHook(func(*http.Request, throttle.Decision) { m.refused.Add(1) }),
-		httplimit.WithErrorHook(func(r *http.Request, err error) {
-			// The first error and then one in 1000: a dead Redis
-			// must not flood the log at the request rate.
-			if n := m.storeErrors.Add(1); n%1000 == 1 {
-				errLog.Printf("store error (%d so far, failing %s): %v", n, c.failMode(), err)
-			}
-		}),
+	switch {
+	case err == nil:
+		return nil
+	case storeMisconfigured(err):
+		return fmt.Errorf("redis at %s answers but is set up wrong: %v (a wrong password, database or URL scheme?); not starting, --fail-open or not", c.redisWhere, err)
 	}
-	if len(c.trusted) > 0 {
-		opts = append(opts, httplimit.WithTrustedProxies(c.trusted...))
-	}
-	if c.failOpen {
-		opts = append(opts, httplimit.WithFailOpen())
-	}
-	if c.newRedis != nil {
-		opts = append(opts, httplimit.WithStoreTimeout(redisCallTimeout))
-	}
-	mw, err := httplimit.New(lim, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.allowed.Add(1)
-		next.ServeHTTP(w, r)
-	})), nil
+	fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s does not answer (%v); until it does, requests %s\n",
+		c.redisWhere, err, map[bool]string{false: "get 503", true: "pass unlimited (--fail-open)"}[c.failOpen])
+	return nil
+}
+
+// storeMisconfigured reports whether a store error is one that no retry
+// fixes (Redis set up wrong), as opposed to an outage: the proxy never
+// fails open on it.
+func storeMisconfigured(err error) bool {
+	return errors.Is(err, throttle.ErrMisconfigured) || errors.Is(err, throttle.ErrInvalidOption) ||
+		distributed.IsMisconfiguration(err) // a PING's error, which no store classified
 }
 
 // shutdownTimeout bounds how long requests in flight may take to finish
 // after SIGINT or SIGTERM.
 const shutdownTimeout = 30 * time.Second
 
-func (c *proxyConfig) failMode() string {
-	if c.failOpen {
-		return "open"
-	}
-	return "closed"
-}
-
-func (c *proxyConfig) trustedPeer(remoteAddr string) bool {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return false
-	}
-	a := ap.Addr().Unmap()
+// trustedAddr reports whether a is one of --trusted-proxy's.
+func (c *proxyConfig) trustedAddr(a netip.Addr) bool {
 	for _, p := range c.trustedPrefixes {
 		if p.Contains(a) {
 			return true

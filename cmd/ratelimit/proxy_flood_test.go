@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"log"
 	"net/http"
@@ -23,20 +24,18 @@ func TestProxyFloodMemoryBounded(t *testing.T) {
 			// 10 a day: a client's state stays for hours, so no key
 			// expires during the flood, however slow the machine, and
 			// only eviction can bound the store.
-			cfg, err := proxyConfigFrom("127.0.0.1:0", "10/d", "", "gcra", "ip", "", "", []string{"10.0.0.0/8"}, false, []string{"http://127.0.0.1:1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.maxKeys = maxKeys
+			cfg := testProxyConfig(t, "--listen", "127.0.0.1:0", "--limit", "10/d", "--trusted-proxy", "10.0.0.0/8",
+				"--max-keys", strconv.Itoa(maxKeys), "http://127.0.0.1:1")
 			store, err := throttle.NewMemoryStore(throttle.WithMaxKeys(maxKeys))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var m proxyMetrics
-			h, err := cfg.handler(store, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), &m, log.New(io.Discard, "", 0))
+			h, err := cfg.newProxy(store, "memory", log.New(io.Discard, "", 0))
 			if err != nil {
 				t.Fatal(err)
 			}
+			h.forward = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+			m := &h.metrics
 			before := heapInUse()
 			r, _ := http.NewRequest("GET", "http://proxy/", nil)
 			r.RemoteAddr = "10.0.0.1:4000"
@@ -76,6 +75,23 @@ func TestProxyFloodMemoryBounded(t *testing.T) {
 			runtime.KeepAlive(store)
 		})
 	}
+}
+
+// testProxyConfig reads proxy's flags as the command line does.
+func testProxyConfig(t *testing.T, args ...string) *proxyConfig {
+	t.Helper()
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	var f proxyFlags
+	f.register(fs)
+	words, err := parseInterspersed(fs, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := proxyConfigFrom(&f, fs, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func heapInUse() uint64 {

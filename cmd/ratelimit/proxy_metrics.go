@@ -7,10 +7,10 @@ import (
 )
 
 // proxyMetrics are the proxy's counters, served in the Prometheus text
-// format (version 0.0.4) without a client library: three counters do not
+// format (version 0.0.4) without a client library: a few counters do not
 // justify a dependency.
 type proxyMetrics struct {
-	allowed, refused, storeErrors atomic.Int64
+	allowed, refused, storeErrors, backendErrors, connsRefused atomic.Int64
 }
 
 func (m *proxyMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -22,5 +22,11 @@ ratelimit_proxy_requests_total{decision="refused"} %d
 # HELP ratelimit_proxy_store_errors_total Requests whose limit could not be checked because the store (Redis) failed.
 # TYPE ratelimit_proxy_store_errors_total counter
 ratelimit_proxy_store_errors_total %d
-`, m.allowed.Load(), m.refused.Load(), m.storeErrors.Load())
+# HELP ratelimit_proxy_backend_errors_total Requests the backend did not answer (answered 502, or 504 after --upstream-timeout).
+# TYPE ratelimit_proxy_backend_errors_total counter
+ratelimit_proxy_backend_errors_total %d
+# HELP ratelimit_proxy_connections_refused_total Connections closed at once because their client already had --max-conns-per-client open.
+# TYPE ratelimit_proxy_connections_refused_total counter
+ratelimit_proxy_connections_refused_total %d
+`, m.allowed.Load(), m.refused.Load(), m.storeErrors.Load(), m.backendErrors.Load(), m.connsRefused.Load())
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -41,7 +42,23 @@ var listeningRE = regexp.MustCompile(`^ratelimit proxy: listening on http://([^,
 // the address it got (the tests listen on port 0).
 func startProxy(t *testing.T, bin string, args ...string) *proxyProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	return startProxyWith(t, procSetup{}, bin, args...)
+}
+
+// procSetup is how startProxyWith runs the binary: under a wrapper command
+// (prlimit), with more environment variables.
+type procSetup struct {
+	wrap []string
+	env  []string
+}
+
+func startProxyWith(t *testing.T, ps procSetup, bin string, args ...string) *proxyProc {
+	t.Helper()
+	argv := append(append(append([]string{}, ps.wrap...), bin, "proxy", "--listen", "127.0.0.1:0"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if ps.env != nil {
+		cmd.Env = append(os.Environ(), ps.env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -300,6 +317,13 @@ func TestProxy(t *testing.T) {
 			{[]string{"--listen", ":0", "http://x"}, "--limit is required"},
 			{[]string{"--listen", ":0", "--limit", "10", "http://x"}, "want COUNT/PERIOD"},
 			{[]string{"--listen", ":0", "--limit", "0/s", "http://x"}, "at least 1"},
+			{[]string{"--listen", ":0", "--limit", "99999999999999999999/min", "http://x"}, `--limit "99999999999999999999/min": count "99999999999999999999": too large`},
+			{[]string{"--listen", ":0", "--limit", "10/s", "--idle-timeout", "0s", "http://x"}, "--idle-timeout"},
+			{[]string{"--listen", ":0", "--limit", "10/s", "--max-header-bytes", "12", "http://x"}, "--max-header-bytes"},
+			{[]string{"--listen", ":0", "--limit", "10/s", "--max-conns-per-client", "-1", "http://x"}, "--max-conns-per-client"},
+			{[]string{"--listen", ":0", "--limit", "10/s", "--config", "/nonexistent", "http://x"}, "--limit is read from --config"},
+			{[]string{"--listen", ":0", "--config", "/nonexistent", "http://x"}, "--config: open /nonexistent"},
+			{[]string{"--listen", ":0", "--limit", "10/s", "--redis-password-file", "/nonexistent", "http://x"}, "--redis-password-file only applies with --redis"},
 			{[]string{"--listen", ":0", "--limit", "10/fortnight", "http://x"}, `--limit "10/fortnight": "fortnight" is neither s, m, h, d`},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--burst", "-1", "http://x"}, "--burst"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--algorithm", "magic", "http://x"}, "--algorithm"},
@@ -310,15 +334,24 @@ func TestProxy(t *testing.T) {
 			{[]string{"--listen", ":0", "--limit", "10/s", "--redis", "nonsense", "http://x"}, "--redis"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--redis", "redis://127.0.0.1:1/0", "--max-keys", "5", "http://x"}, "--max-keys"},
 			{[]string{"--listen", "nowhere", "--limit", "10/s", "http://x"}, "--listen"},
-			{[]string{"--listen", ":0", "--limit", "10/s", "--bogus", "http://x"}, "flag provided but not defined"},
+			{[]string{"--listen", ":0", "--limit", "10/s", "--bogus", "http://x"}, "ratelimit proxy: flag provided but not defined: -bogus (see ratelimit help proxy)"},
 		} {
 			_, stderr, code := runBinary(t, bin, "", append([]string{"proxy"}, tc.args...)...)
 			if code != exitUsage || !strings.Contains(stderr, tc.msg) {
 				t.Errorf("%v: status %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.msg)
 			}
-			if tc.msg != "flag provided but not defined" && !strings.HasPrefix(stderr, "ratelimit proxy: ") {
+			// One line in the CLI's style, as pipe, run and trace.
+			if !strings.HasPrefix(stderr, "ratelimit proxy: ") || strings.Count(stderr, "\n") != 1 {
 				t.Errorf("%v: message %q not in the CLI's style", tc.args, stderr)
 			}
+		}
+	})
+
+	// Help goes where every command's goes: standard output, status 0.
+	t.Run("help", func(t *testing.T) {
+		stdout, stderr, code := runBinary(t, bin, "", "proxy", "-h")
+		if code != exitOK || stderr != "" || !strings.HasPrefix(stdout, "Usage: ratelimit proxy") || !strings.Contains(stdout, "-max-conns-per-client") {
+			t.Errorf("proxy -h: status %d, stderr %q, stdout %.80q", code, stderr, stdout)
 		}
 	})
 
@@ -441,7 +474,7 @@ func TestProxy(t *testing.T) {
 		if r.code != 200 || r.body != "backend" || r.rateLimit != "" {
 			t.Errorf("fail open with Redis down: %d %q, RateLimit %q", r.code, r.body, r.rateLimit)
 		}
-		closed.waitStderr(t, "store error")
+		closed.waitStderr(t, "outage began")
 		for _, p := range []*proxyProc{closed, open} {
 			if m := metricsOf(t, p); !strings.Contains(m, "ratelimit_proxy_store_errors_total 1\n") {
 				t.Errorf("metrics after one store error:\n%s", m)

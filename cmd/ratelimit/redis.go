@@ -98,7 +98,7 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 	}
 	c := &sharedConfig{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed}
 	var err error
-	if c.newClient, c.where, err = parseRedisURL(f.url); err != nil {
+	if c.newClient, c.where, err = parseRedisURL(f.url, ""); err != nil {
 		return nil, fmt.Errorf("--redis %q: %w", f.url, err)
 	}
 	if f.safeRate != "" {
@@ -120,8 +120,20 @@ const clusterSuffix = "+cluster"
 // unix://) or a cluster URL of our own: redis+cluster://host:port,host:port
 // or rediss+cluster://, whose first node becomes the URL's host and the
 // others go.redis's addr= parameters (redis.ParseClusterURL's form, which is
-// accepted too). It connects to nothing.
-func parseRedisURL(s string) (newClient func() redis.UniversalClient, where string, err error) {
+// accepted too). password, unless empty, is the password, given apart from
+// the URL (a file, the environment) so that it need not be on a command
+// line; the URL must not hold another. It connects to nothing.
+func parseRedisURL(s, password string) (newClient func() redis.UniversalClient, where string, err error) {
+	setPassword := func(have *string) error {
+		switch {
+		case password == "":
+		case *have != "" && *have != password:
+			return errors.New("the URL holds a password and --redis-password-file or REDIS_PASSWORD another: give one")
+		default:
+			*have = password
+		}
+		return nil
+	}
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return nil, "", errors.New("not a URL: expected redis://host:port/db or redis+cluster://host:port,host:port")
@@ -130,6 +142,9 @@ func parseRedisURL(s string) (newClient func() redis.UniversalClient, where stri
 	if !isCluster {
 		opt, err := redis.ParseURL(s)
 		if err != nil {
+			return nil, "", err
+		}
+		if err := setPassword(&opt.Password); err != nil {
 			return nil, "", err
 		}
 		// The distributed limiter bounds each call with a context
@@ -174,6 +189,9 @@ func parseRedisURL(s string) (newClient func() redis.UniversalClient, where stri
 	u.RawQuery = q.Encode()
 	opt, err := redis.ParseClusterURL(u.String())
 	if err != nil {
+		return nil, "", err
+	}
+	if err := setPassword(&opt.Password); err != nil {
 		return nil, "", err
 	}
 	opt.ContextTimeoutEnabled = true

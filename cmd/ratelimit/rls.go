@@ -237,7 +237,7 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 			return errors.New("--redis needs a URL, e.g. redis://127.0.0.1:6379/0")
 		}
 		c.redisURL = redisURL
-		if c.newRedis, c.redisWhere, err = parseRedisURL(redisURL); err != nil {
+		if c.newRedis, c.redisWhere, err = parseRedisURL(redisURL, ""); err != nil {
 			return fmt.Errorf("--redis %q: %v", redisURL, err)
 		}
 	} else if u := env("REDIS_URL"); u != "" {
@@ -309,7 +309,7 @@ func envBool(lookup func(string) (string, bool), name string) (bool, error) {
 func redisFromEnv(u string, lookup func(string) (string, bool)) (func() redis.UniversalClient, string, error) {
 	env := func(name string) string { v, _ := lookup(name); return v }
 	if strings.Contains(u, "://") {
-		nc, where, err := parseRedisURL(u)
+		nc, where, err := parseRedisURL(u, "")
 		if err != nil {
 			return nil, "", fmt.Errorf("REDIS_URL %q: %v", u, err)
 		}

@@ -61,14 +61,7 @@ func (c *rlsConfig) load() (*rls.Config, error) {
 func describeConfig(cfg *rls.Config) string {
 	d := cfg.Domains()
 	files := len(cfg.Files())
-	return fmt.Sprintf("%d file%s, domain%s %s", files, plural(files), plural(len(d)), strings.Join(d, ", "))
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
+	return fmt.Sprintf("%d file%s, domain%s %s", files, plural(int64(files), "", "s"), plural(int64(len(d)), "", "s"), strings.Join(d, ", "))
 }
 
 // serviceOptions are the rls options the flags ask for.

@@ -264,6 +264,11 @@ func (c *runConfig) finish(rateS string, burstSet bool, words []string) error {
 	if c.rate, err = units.JobRate(rateS); err != nil {
 		return fmt.Errorf("--rate %w", err)
 	}
+	// Slower than a job a day (1e-300, say) is a mistake, not a limit
+	// anyone waits for; say so about the rate, which is what was given.
+	if c.rate < 1/slowestJob.Seconds() {
+		return fmt.Errorf("--rate %q: too slow: more than a day between jobs (the slowest rate is 1/d)", rateS)
+	}
 	if c.parallel < 1 {
 		return fmt.Errorf("--parallel %d: must be at least 1", c.parallel)
 	}
@@ -317,6 +322,9 @@ func (c runConfig) distributedOptions() ([]distributed.Option, error) {
 	return []distributed.Option{distributed.WithMaxBurstSeconds(secs)}, nil
 }
 
+// slowestJob is the longest --rate may put between two jobs.
+const slowestJob = 24 * time.Hour
+
 // burstSeconds is --burst as limiters count it: stored permits are counted
 // in time, so burst jobs at the rate.
 func (c runConfig) burstSeconds() (float64, error) {
@@ -325,7 +333,7 @@ func (c runConfig) burstSeconds() (float64, error) {
 		secs = c.burst / c.rate
 	}
 	if math.IsInf(secs, 0) || secs > 1e9 {
-		return 0, fmt.Errorf("--burst %v at %v jobs/s: too long a burst", c.burst, c.rate)
+		return 0, fmt.Errorf("--burst %v at %.3g jobs/s: too long a burst (more than 1e9 s of jobs)", c.burst, c.rate)
 	}
 	return secs, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -281,6 +282,9 @@ func parseOp(word string) (op, error) {
 
 func parsePermits(s string) (int, error) {
 	n, err := strconv.Atoi(s)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("%q permits: too many (at most %d)", s, math.MaxInt)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a whole number of permits", s)
 	}

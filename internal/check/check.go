@@ -23,6 +23,7 @@ var (
 	ErrInvalidColdFactor = errors.New("ratelimit: cold factor must be finite and at least 1")
 	ErrInvalidBurst      = errors.New("ratelimit: max burst seconds must be finite and not negative")
 	ErrInvalidClock      = errors.New("ratelimit: clock must not be nil")
+	ErrNilContext        = errors.New("ratelimit: nil context (pass context.Background() or context.TODO())")
 )
 
 // Rate accepts a positive rate, +Inf included; zero, negative and NaN wrap

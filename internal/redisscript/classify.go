@@ -17,8 +17,9 @@ const (
 	// Outage: Redis could not answer now: the connection was refused or
 	// lost, the call timed out (ErrTimeout), or the server said it cannot
 	// serve for the moment (LOADING, BUSY, CLUSTERDOWN, MASTERDOWN,
-	// TRYAGAIN, READONLY after a failover, MISCONF, OOM, NOREPLICAS). A
-	// later call may succeed; a limiter may fail open on it.
+	// TRYAGAIN, READONLY after a failover, MISCONF, OOM, NOREPLICAS), or
+	// stopped the script with SCRIPT KILL. A later call may succeed; a
+	// limiter may fail open on it.
 	Outage
 	// Misconfigured: Redis answered with an error no retry can fix:
 	// NOAUTH, WRONGPASS or NOPERM, a password given to a server without
@@ -64,6 +65,8 @@ var (
 	ErrClientPanic = errors.New("the redis client panicked")
 )
 
+const compileError = "Error compiling script"
+
 // misconfigured are parts of error texts that no retry can fix. They are
 // matched in any error's text, not only in replies: a client wrapper may
 // not keep go-redis's reply type.
@@ -97,6 +100,9 @@ var (
 // outageReplies begin the error replies of a server that cannot serve now.
 var outageReplies = []string{
 	"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "MISCONF", "OOM", "NOREPLICAS",
+	// A script stopped by SCRIPT KILL (someone found the server busy):
+	// the next run may finish.
+	"ERR Script killed",
 }
 
 // Classify sorts err, an error of a Redis call made through go-redis
@@ -122,6 +128,11 @@ func Classify(err error) Class {
 	}
 	for _, m := range misconfigured {
 		if strings.Contains(msg, m) {
+			if m == compileError && strings.Contains(msg, "stack traceback") {
+				// miniredis reports a runtime error of the script
+				// as a compile error, with the Lua traceback.
+				continue
+			}
 			return Misconfigured
 		}
 	}

@@ -11,7 +11,9 @@
 local purePack, pureUnpack
 do
   local floor, frexp, ldexp, char, byte = math.floor, math.frexp, math.ldexp, string.char, string.byte
-  local huge, two52 = math.huge, 2 ^ 52
+  -- 1 / 0, not math.huge: gopher-lua (miniredis) sets math.huge to the
+  -- largest finite double.
+  local huge, two52 = 1 / 0, 2 ^ 52
   local function count(fmt)
     local n = #fmt - 1
     if n < 1 or fmt ~= '<' .. string.rep('d', n) then error('ERR redisscript: unsupported pack format ' .. fmt, 0) end
@@ -46,16 +48,23 @@ do
   local function dec(s, i)
     local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, i, i + 7)
     if not b8 then error('ERR redisscript: data string too short', 0) end
-    local sign = 1
-    if b8 >= 128 then sign, b8 = -1, b8 - 128 end
+    local neg = b8 >= 128
+    if neg then b8 = b8 - 128 end
     local e = b8 * 16 + floor(b7 / 16)
     local m = ((((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1
+    local x
     if e == 2047 then
-      if m == 0 then return sign * huge end
-      return 0 / 0
+      if m ~= 0 then return 0 / 0 end
+      x = huge
+    elseif e == 0 then
+      x = ldexp(m, -1074)
+    else
+      x = ldexp(m + two52, e - 1075)
     end
-    if e == 0 then return sign * ldexp(m, -1074) end
-    return sign * ldexp(m + two52, e - 1075)
+    -- Unary minus, not a product with -1: some Lua VMs (gopher-lua, in
+    -- miniredis) lose the sign of -1 * 0.
+    if neg then x = -x end
+    return x
   end
   purePack = function(fmt, ...)
     local n, out = count(fmt), {}

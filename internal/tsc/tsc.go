@@ -1,6 +1,7 @@
 // Package tsc reads time from the processor's time-stamp counter, for the
-// two hot paths that read the clock on every call: the root Limiter's
-// grants and the throttle MemoryStore's decisions.
+// three hot paths that read the clock on every call: the root Limiter's
+// grants, the distributed Limiter's grants from its leased pool, and the
+// throttle MemoryStore's decisions.
 //
 // On Linux, when the kernel's clocksource is "tsc", CLOCK_MONOTONIC is this
 // counter, scaled. Go's clock reads it through the vDSO, after an lfence
@@ -9,8 +10,8 @@
 // without the fence: it may be read a little before the memory references
 // that precede it in the program. ReadOrdered puts the fence back (rdtscp),
 // for the readings whose order matters. The fence is most of the cost: on
-// the machine of docs/performance.md, BenchmarkClock (24 Nov, 05:12 UTC)
-// reads Now in 9.8 ns, NowOrdered in 25 and time.Since in 26.5.
+// the machine of docs/performance.md, BenchmarkClock reads Now in about a
+// third of the time of NowOrdered or time.Since.
 //
 // Clock scales the counter into nanoseconds since the process started: it
 // extrapolates from a reading of the monotonic clock (an Anchor), by the

@@ -289,8 +289,8 @@ var periods = map[string]time.Duration{
 // JobRate reads a rate of jobs (or any countable events) as a user writes
 // it: "5" or "5/s" (per second), "300/m" or "300/min", "2/h", "1000/d",
 // "0.5/s", "1e3", or a count per Go duration, "3/100ms" or "1/1m30s";
-// "inf" and "unlimited" give +Inf. The result is in events per second, and
-// must be positive and finite.
+// "inf" and "unlimited" give +Inf. The result is in events per second:
+// positive, and finite unless the input was "inf" or "unlimited".
 func JobRate(s string) (float64, error) {
 	if isUnlimited(s) {
 		return math.Inf(1), nil

@@ -1,0 +1,361 @@
+package rlsbench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Server is a rate limit service (the reference or ours) running as a
+// child process on free loopback ports, with a gRPC client connected to it.
+type Server struct {
+	Name   string // for reports: "reference", "ours/redis", "ours/memory"
+	GRPC   string // host:port of ShouldRateLimit
+	HTTP   string // host:port of /json and /healthcheck
+	Client pb.RateLimitServiceClient
+	conns  []*grpc.ClientConn
+	cmd    *exec.Cmd
+	logf   *os.File
+	exited chan struct{}
+	// Redis is the store's host:port, empty on our memory store.
+	Redis   string
+	restart func() (*Server, error)
+}
+
+// Restart stops the server and starts it again with the same options
+// (on fresh ports): a memory store starts empty.
+func (s *Server) Restart() error {
+	s.Stop()
+	n, err := s.restart()
+	if err != nil {
+		return err
+	}
+	*s = *n
+	return nil
+}
+
+// Options say how to start a server.
+type Options struct {
+	// ConfigDir holds the YAML files. The reference reads it through its
+	// runtime settings, so it must be ROOT/SUBDIRECTORY/APPDIRECTORY (see
+	// WriteConfig).
+	ConfigDir string
+	// Redis is the redis-server's host:port; empty starts ours on its
+	// memory store (the reference has none).
+	Redis string
+	// Headers sets LIMIT_RESPONSE_HEADERS_ENABLED=true.
+	Headers bool
+	// Env is added to the environment (after the settings above).
+	Env []string
+	// Conns is the number of gRPC connections the client opens (default 1).
+	Conns int
+	// Args are added to ours's command line (e.g. --store-timeout=1s).
+	Args []string
+}
+
+// WriteConfig writes files (name → YAML) into dir/ratelimit/config, the
+// layout the reference reads with RUNTIME_ROOT=dir,
+// RUNTIME_SUBDIRECTORY=ratelimit, RUNTIME_APPDIRECTORY=config, and
+// returns that directory.
+func WriteConfig(dir string, files map[string]string) (string, error) {
+	cfg := filepath.Join(dir, "ratelimit", "config")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		return "", err
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(cfg, name), []byte(body), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return cfg, nil
+}
+
+// The reference's settings and ours that the environment must not carry
+// into a server unless we set them.
+var settingPrefixes = []string{"REDIS_", "GRPC_", "PORT=", "HOST=", "DEBUG_", "RUNTIME_", "LIMIT_", "USE_",
+	"DISABLE_STATS=", "LOG_", "CACHE_KEY_PREFIX=", "BACKEND_TYPE=", "STOP_CACHE_KEY", "LOCAL_CACHE", "SHADOW_MODE=",
+	"EXPIRATION_JITTER", "MERGE_DOMAIN_CONFIG=", "NEAR_LIMIT_RATIO=", "STATSD_", "PROMETHEUS_", "TRACING_"}
+
+func cleanEnv() []string {
+	var env []string
+next:
+	for _, kv := range os.Environ() {
+		for _, p := range settingPrefixes {
+			if strings.HasPrefix(kv, p) {
+				continue next
+			}
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// StartReference starts envoyproxy/ratelimit (bin from BuildReference)
+// on Redis, configured the only way it can be: by environment variables
+// (src/settings/settings.go). Its stats go nowhere (DISABLE_STATS), as
+// ours are not scraped: both serve calls and nothing else.
+func StartReference(bin string, o Options) (*Server, error) {
+	if o.Redis == "" {
+		return nil, errors.New("the reference needs Redis")
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	appdir := filepath.Base(o.ConfigDir)
+	sub := filepath.Dir(o.ConfigDir)
+	env := append(cleanEnv(),
+		"RUNTIME_ROOT="+filepath.Dir(sub),
+		"RUNTIME_SUBDIRECTORY="+filepath.Base(sub),
+		"RUNTIME_APPDIRECTORY="+appdir,
+		"USE_STATSD=false", "DISABLE_STATS=true", "LOG_LEVEL=warn",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=single", "REDIS_URL="+o.Redis,
+		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
+		"LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(o.Headers),
+	)
+	env = append(env, o.Env...)
+	s, err := start("reference", bin, nil, env, ports[1], ports[0], o.Conns)
+	if err != nil {
+		return nil, err
+	}
+	s.Redis = o.Redis
+	s.restart = func() (*Server, error) { return StartReference(bin, o) }
+	return s, nil
+}
+
+// StartOurs starts `ratelimit rls` (bin from BuildOurs) with its flags:
+// on Redis when o.Redis is set, else on its memory store.
+func StartOurs(bin string, o Options) (*Server, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"rls", "--config", o.ConfigDir,
+		"--grpc", "127.0.0.1:" + strconv.Itoa(ports[1]), "--http", "127.0.0.1:" + strconv.Itoa(ports[0])}
+	name := "ours/memory"
+	if o.Redis != "" {
+		args = append(args, "--redis", "redis://"+o.Redis)
+		name = "ours/redis"
+	}
+	args = append(args, o.Args...)
+	env := append(cleanEnv(), "LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(o.Headers))
+	env = append(env, o.Env...)
+	s, err := start(name, bin, args, env, ports[1], ports[0], o.Conns)
+	if err != nil {
+		return nil, err
+	}
+	s.Redis = o.Redis
+	s.restart = func() (*Server, error) { return StartOurs(bin, o) }
+	return s, nil
+}
+
+func start(name, bin string, args, env []string, grpcPort, httpPort, conns int) (*Server, error) {
+	logf, err := os.CreateTemp("", "rlsbench-"+strings.ReplaceAll(name, "/", "-")+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		os.Remove(logf.Name())
+		return nil, err
+	}
+	s := &Server{Name: name, GRPC: "127.0.0.1:" + strconv.Itoa(grpcPort), HTTP: "127.0.0.1:" + strconv.Itoa(httpPort),
+		cmd: cmd, logf: logf, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.exited) }()
+	if err := s.connect(max(1, conns)); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("%s: %w\n%s", name, err, s.Log())
+	}
+	return s, nil
+}
+
+// connect opens the client and waits, with one call that waits for the
+// connection (WaitForReady), until the server answers: both load their
+// configuration before they listen. It gives up when the process exits.
+func (s *Server) connect(conns int) error {
+	var cs []*grpc.ClientConn
+	for range conns {
+		c, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+	}
+	s.conns = cs
+	if len(cs) == 1 {
+		s.Client = pb.NewRateLimitServiceClient(cs[0])
+	} else {
+		s.Client = &roundRobin{cs: cs}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for _, c := range cs {
+		_, err := pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "rlsbench-probe",
+			Descriptors: []*rlsv3.RateLimitDescriptor{{Entries: []*rlsv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}},
+			grpc.WaitForReady(true))
+		if err != nil {
+			select {
+			case <-s.exited:
+				return fmt.Errorf("exited (%v) before answering", s.cmd.ProcessState)
+			default:
+			}
+			return fmt.Errorf("probe call: %w", err)
+		}
+	}
+	return nil
+}
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Exited reports whether the process has ended.
+func (s *Server) Exited() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Log returns what the server wrote so far (its last 4 KiB).
+func (s *Server) Log() string {
+	b, err := os.ReadFile(s.logf.Name())
+	if err != nil {
+		return ""
+	}
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return string(b)
+}
+
+// Stop closes the client, stops the server (SIGTERM, then SIGKILL after
+// 5 s) and removes its log.
+func (s *Server) Stop() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.logf.Close()
+	os.Remove(s.logf.Name())
+}
+
+// CPU is the process's user and system CPU time so far (Linux).
+func CPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which ends with the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/pid/stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	const userHZ = 100 // USER_HZ, fixed on Linux
+	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// roundRobin spreads calls over several connections, as Envoy's workers
+// each hold their own.
+type roundRobin struct {
+	cs []*grpc.ClientConn
+	n  atomic.Uint64
+}
+
+func (r *roundRobin) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest, opts ...grpc.CallOption) (*pb.RateLimitResponse, error) {
+	c := r.cs[r.n.Add(1)%uint64(len(r.cs))]
+	return pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, in, opts...)
+}
+
+// JSON calls the reference's HTTP face: POST /json with the request in
+// protojson, the answer parsed back when the status is 200 or 429.
+func (s *Server) JSON(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, int, error) {
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.HTTP+"/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+		return nil, resp.StatusCode, nil
+	}
+	var out pb.RateLimitResponse
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &out); err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("/json answered %d with %q: %w", resp.StatusCode, b, err)
+	}
+	return &out, resp.StatusCode, nil
+}

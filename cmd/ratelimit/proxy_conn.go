@@ -1,0 +1,91 @@
+package main
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
+
+// connCap is a listener that keeps at most max connections open at once
+// per client address (IPv6 by /64, as the limit keys it), so that one
+// client opening thousands cannot take the proxy's file descriptors from
+// everyone else. A connection over the cap is closed as soon as it is
+// accepted. Exempt addresses (the trusted proxies, which carry many
+// clients each) have no cap.
+type connCap struct {
+	net.Listener
+	max     int
+	exempt  func(netip.Addr) bool
+	refused *atomic.Int64
+
+	mu   sync.Mutex
+	open map[netip.Addr]int
+}
+
+func newConnCap(ln net.Listener, max int, exempt func(netip.Addr) bool, refused *atomic.Int64) net.Listener {
+	return &connCap{Listener: ln, max: max, exempt: exempt, refused: refused, open: map[netip.Addr]int{}}
+}
+
+func (l *connCap) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		a, ok := connAddr(c)
+		if !ok || l.exempt(a) {
+			return c, nil
+		}
+		if a.Is6() {
+			p, _ := a.Prefix(64)
+			a = p.Addr()
+		}
+		l.mu.Lock()
+		n := l.open[a]
+		if n >= l.max {
+			l.mu.Unlock()
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // reset: free the socket now, not after TIME_WAIT
+			}
+			_ = c.Close()
+			l.refused.Add(1)
+			continue
+		}
+		l.open[a] = n + 1
+		l.mu.Unlock()
+		return &cappedConn{Conn: c, l: l, addr: a}, nil
+	}
+}
+
+func (l *connCap) release(a netip.Addr) {
+	l.mu.Lock()
+	if n := l.open[a]; n <= 1 {
+		delete(l.open, a)
+	} else {
+		l.open[a] = n - 1
+	}
+	l.mu.Unlock()
+}
+
+// cappedConn gives its place back when closed.
+type cappedConn struct {
+	net.Conn
+	l    *connCap
+	addr netip.Addr
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.addr) })
+	return err
+}
+
+func connAddr(c net.Conn) (netip.Addr, bool) {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return ap.Addr().Unmap().WithZone(""), ap.Addr().IsValid()
+	}
+	return netip.Addr{}, false
+}
