@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -68,6 +69,40 @@ func TestRedisCallTimeout(t *testing.T) {
 		}
 		if err := lim.Reset(ctx, "k"); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: Reset: %v, want ErrUnavailable", tc.name, err)
+		}
+	}
+}
+
+// TestRedisNowhere: a client whose address leads nowhere (a listener that
+// never accepts, so the handshake completes in the kernel and no reply
+// ever comes; and a closed port) gives an outage error within the
+// default bound, not after go-redis's 5 s dial or 3 s read timeouts.
+func TestRedisNowhere(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // never accepted
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	_ = ln.Close()
+	defaultCallTimeout = DefaultCallTimeout
+	t.Cleanup(func() { defaultCallTimeout = 10 * time.Second })
+	for _, addr := range []string{silent.Addr().String(), closed} {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		lim := mustNew(t, redisStore(c), TokenBucket, PerSecond(10))
+		start := time.Now()
+		d, err := lim.Allow(context.Background(), "k")
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Errorf("%s: %+v, %v; want a refusal wrapping ErrUnavailable", addr, d, err)
+		}
+		if took > time.Second {
+			t.Errorf("%s: the call took %v, want at most about %v", addr, took, DefaultCallTimeout)
 		}
 	}
 }
