@@ -27,14 +27,18 @@ func TestMain(m *testing.M) {
 // stopped with SIGSTOP: the kernel still accepts connections, nothing
 // replies) returns an outage error after the store's bound, not after
 // go-redis's 3 s read timeout or never, whether the bound is the default
-// or WithCallTimeout's; and the client's socket settings do not matter (no
-// ContextTimeoutEnabled here).
+// or WithCallTimeout's; and whether the client honours deadlines (the
+// call then runs inline) or not (in a goroutine of its own).
 func TestRedisCallTimeout(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil { // a pooled connection, so the stop hits a read
+		t.Fatal(err)
+	}
+	inline := newRedisClient(t, srv.Addr())
+	if err := inline.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	defaultCallTimeout = DefaultCallTimeout
@@ -51,7 +55,12 @@ func TestRedisCallTimeout(t *testing.T) {
 	}{
 		{"default", redisStore(c), DefaultCallTimeout},
 		{"WithCallTimeout", redisStore(c, WithCallTimeout(20*time.Millisecond)), 20 * time.Millisecond},
+		// A client that honours deadlines: the call runs inline.
+		{"inline", redisStore(inline), DefaultCallTimeout},
 	} {
+		if tc.store.inline != (tc.name == "inline") {
+			t.Fatalf("%s: inline = %v", tc.name, tc.store.inline)
+		}
 		lim := mustNew(t, tc.store, GCRA, PerSecond(10))
 		start := time.Now()
 		d, err := lim.Allow(ctx, "k")
