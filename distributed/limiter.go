@@ -15,6 +15,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/check"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/sat"
 	"github.com/smoothrate/ratelimit/internal/sleep"
 	"github.com/smoothrate/ratelimit/internal/tsc"
@@ -269,15 +270,8 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 // contextTimeoutEnabled reports whether client lets a context deadline
 // bound its socket I/O; true for clients it cannot tell (its own types).
 func contextTimeoutEnabled(client redis.UniversalClient) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
+	on, known := redisscript.ContextTimeout(client)
+	return on || !known
 }
 
 // errZero is what the methods of a zero Limiter return.

@@ -98,13 +98,21 @@ func bounded(parent, ctx context.Context, timeout time.Duration, err error) erro
 // call, socket reads included, by its context's deadline
 // (ContextTimeoutEnabled), so that Call may run it inline.
 func HonoursDeadlines(c any) bool {
+	on, known := ContextTimeout(c)
+	return on && known
+}
+
+// ContextTimeout reports whether c has ContextTimeoutEnabled set, and
+// whether c is a client whose options can say (a *redis.Client,
+// *redis.ClusterClient or *redis.Ring).
+func ContextTimeout(c any) (enabled, known bool) {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, true
 	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, true
 	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, true
 	}
-	return false
+	return false, false
 }
