@@ -156,6 +156,34 @@ func TestRedisClusterReferenceAnswers(t *testing.T) {
 	if got := rt.n.Load() - before; got != 1 {
 		t.Errorf("a call of 5 descriptors over a cluster: %d pipelines, want 1", got)
 	}
+	// Every node but the first key's forgets the script: only their keys
+	// are sent again (with EVAL); the first, already counted, is not
+	// counted twice.
+	keys := []string{"d_a_1_" + itoa(T0), "d_b_1_" + itoa(T0-20), "d_c_1_" + itoa(T0-800), "d_e_1_" + itoa(T0-80000), "d_f_1_" + itoa(T0-20)}
+	keep := cl.NodeForKey(t, keys[0])
+	others := 0
+	for _, k := range keys[1:] {
+		if cl.NodeForKey(t, k) != keep {
+			others++
+		}
+	}
+	if others == 0 {
+		t.Fatal("every key on one node: the test would test nothing")
+	}
+	for _, srv := range cl.Servers {
+		if srv != keep {
+			srv.CLI("SCRIPT", "FLUSH")
+		}
+	}
+	got, err := svc2.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range got.Statuses {
+		if st.LimitRemaining != 97 && !(i == 4 && st.Code == over) {
+			t.Errorf("after SCRIPT FLUSH on one node, descriptor %d: %v", i, st)
+		}
+	}
 }
 
 // A hung Redis (SIGSTOP) answers UNAVAILABLE within the store timeout, not

@@ -9,20 +9,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
-// Store errors. A Service answers gRPC UNAVAILABLE for both; a command
-// refuses to start on ErrMisconfigured.
+// Store errors, throttle's own: a Service answers gRPC UNAVAILABLE for
+// both; a command refuses to start on ErrMisconfigured.
 var (
 	// ErrUnavailable: the store did not answer in time or failed (Redis
 	// down, a timeout, a cancelled call).
-	ErrUnavailable = errors.New("rls: store unavailable")
+	ErrUnavailable = throttle.ErrUnavailable
 	// ErrMisconfigured: the store answers but cannot be used as
 	// configured (wrong password or database, cluster mode mismatch, a
 	// key of another type).
-	ErrMisconfigured = errors.New("rls: store misconfigured")
+	ErrMisconfigured = throttle.ErrMisconfigured
 	// ErrInvalidOption: an option with a bad value.
 	ErrInvalidOption = errors.New("rls: invalid option")
 )
@@ -64,7 +63,7 @@ type storeOptionFunc func(*storeConfig)
 func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
 
 type storeConfig struct {
-	clock        ratelimit.Clock
+	clock        throttle.Clock
 	prefix       string
 	refusalCache int
 	maxKeys      int
@@ -84,8 +83,9 @@ func buildStoreConfig(opts []StoreOption) (storeConfig, error) {
 }
 
 // WithClock makes the store read time from c instead of the time package
-// (for tests: every instance sharing a Redis must agree on the time).
-func WithClock(c ratelimit.Clock) StoreOption {
+// (for tests: every instance sharing a Redis must agree on the time). A
+// ratelimit.Clock or a clocktest clock will do.
+func WithClock(c throttle.Clock) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
 			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil clock", ErrInvalidOption))
@@ -201,7 +201,7 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 func newThrottleMemory(opts ...throttle.StoreOption) (*throttle.MemoryStore, error) {
 	s, err := throttle.NewMemoryStore(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return s, nil
 }
