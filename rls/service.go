@@ -134,7 +134,7 @@ type call struct {
 	unlimited bool
 	limits    []*Limit // the limits applied (after replaces)
 	results   []result
-	base      string // store key of the descriptor, without window or index
+	base      []byte // store key of the descriptor, without window or index
 }
 
 // ShouldRateLimit decides one request, as envoyproxy/ratelimit does unless
@@ -248,7 +248,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // baseKey is the reference's cache key without its window: prefix, domain,
 // then "key_value_" per entry (a share_threshold entry's value replaced by
 // its wildcard, so that all its values share one counter).
-func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) string {
+// It has room left for a window's start, which windowKey appends.
+func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) []byte {
 	n := len(domain) + 1
 	for _, e := range entries {
 		n += len(e.GetKey()) + len(e.GetValue()) + 2
@@ -267,7 +268,7 @@ func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescrip
 		}
 		b = append(b, '_')
 	}
-	return string(b)
+	return b
 }
 
 func (s *Service) storePrefix() string {
@@ -283,11 +284,14 @@ func (s *Service) storePrefix() string {
 // windowKey is base + the window's start, as the reference names it; a
 // second or later limit of a rate_limits list gets "#index_" before the
 // start so that its counter is its own.
-func windowKey(base string, index int, start int64) string {
-	if index == 0 {
-		return base + itoa(start)
+func windowKey(base []byte, index int, start int64) string {
+	b := base[:len(base):cap(base)] // appends in base's spare room, copied by string()
+	if index > 0 {
+		b = append(b, '#')
+		b = strconv.AppendInt(b, int64(index), 10)
+		b = append(b, '_')
 	}
-	return base + "#" + strconv.Itoa(index) + "_" + itoa(start)
+	return string(strconv.AppendInt(b, start, 10))
 }
 
 // decide runs the store work: every reference window in one windows call,
@@ -365,7 +369,7 @@ func (s *Service) decideLimits(ctx context.Context, st *compiled, c *call, idx [
 	checks := make([]throttle.Check, len(idx))
 	for j, k := range idx {
 		l := c.limits[k]
-		checks[j] = throttle.Check{Limiter: st.limiters[l], Key: c.base + "#" + strconv.Itoa(l.index) + "_" + l.Algorithm.String() + "_" + itoa(l.seconds()), N: n}
+		checks[j] = throttle.Check{Limiter: st.limiters[l], Key: string(c.base) + "#" + strconv.Itoa(l.index) + "_" + l.Algorithm.String() + "_" + itoa(l.seconds()), N: n}
 		if checks[j].Limiter == nil {
 			return fmt.Errorf("%w: no limiter for %s", ErrMisconfigured, c.m.statsKey)
 		}
