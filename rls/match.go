@@ -9,7 +9,7 @@ import (
 
 // match is what a request's descriptor matched.
 type match struct {
-	rule *Rule
+	rule *descRule
 	// statsKey names the counters the hit goes to: the rule's FullKey, or
 	// the detailed_metric / value_to_metric / share_threshold key.
 	statsKey string
@@ -35,9 +35,9 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 		// Envoy's per-route override: applied as given, never in shadow
 		// mode, whatever the configuration says (even nothing).
 		return match{
-			rule: &Rule{
+			rule: &descRule{
 				FullKey: descriptorKey(domain, d),
-				Limits: []*Limit{{
+				Limits: []*limitSpec{{
 					RequestsPerUnit: lim.GetRequestsPerUnit(),
 					Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(lim.GetUnit()),
 					UnitMultiplier:  1,
@@ -48,7 +48,7 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 		}, true
 	}
 	entries := d.GetEntries()
-	var rule *Rule
+	var rule *descRule
 	var shared []string
 	// metricValue[i] is what the value_to_metric key writes after entry
 	// i's key ("" for nothing); built only when some level makes that key

@@ -36,7 +36,7 @@ type Service struct {
 // compiled is a Config with the additions' limiters built over the store.
 type compiled struct {
 	cfg      *Config
-	limiters map[*Limit]*throttle.Limiter
+	limiters map[*limitSpec]*throttle.Limiter
 }
 
 // New returns a Service answering from cfg with store (nil: a new
@@ -72,7 +72,7 @@ func (s *Service) SetConfig(cfg *Config) error {
 	if cfg == nil {
 		return fmt.Errorf("%w: nil configuration", ErrInvalidOption)
 	}
-	c := &compiled{cfg: cfg, limiters: map[*Limit]*throttle.Limiter{}}
+	c := &compiled{cfg: cfg, limiters: map[*limitSpec]*throttle.Limiter{}}
 	var err error
 	for _, d := range cfg.domains {
 		d.walk(func(n *node) {
@@ -117,7 +117,7 @@ func (s *Service) Config() *Config {
 
 // result is one limit's answer for one descriptor.
 type result struct {
-	limit     *Limit
+	limit     *limitSpec
 	over      bool
 	before    uint64 // hits counted before this call (the reference's limitBeforeIncrease)
 	after     uint64 // and after it
@@ -132,7 +132,7 @@ type call struct {
 	m         match
 	hits      uint64
 	unlimited bool
-	limits    []*Limit // the limits applied (after replaces)
+	limits    []*limitSpec // the limits applied (after replaces)
 	results   []result
 	base      []byte // store key of the descriptor, without window or index
 }
