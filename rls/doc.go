@@ -84,10 +84,14 @@
 // A RedisStore adds to all of a call's windows with one Lua script in one
 // round trip (in a Cluster, one pipeline: one script per key, sent to each
 // node at once), setting a counter's TTL only when it creates it. The
-// additions' algorithms use throttle's RedisStore, one script per
-// descriptor that uses them; these run at the same time as the windows'
-// script, so a call waits for about one round trip, though it sends one
-// script more per such descriptor.
+// additions' algorithms use throttle's RedisStore: all of a call's
+// descriptors that use them are decided by one throttle.AllowAll, one
+// script, when they all fit (when one does not, nothing is counted, it is
+// answered, and the others are asked again: one round trip more per
+// refusal). In a Cluster each such descriptor is one script of its own,
+// its limits' keys sharing a hash tag. The additions' script runs at the
+// same time as the windows' one, so a call waits for about one round
+// trip.
 //
 // # Where it differs from the reference on purpose
 //

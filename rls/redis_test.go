@@ -156,6 +156,13 @@ func TestRedisClusterReferenceAnswers(t *testing.T) {
 	if got := rt.n.Load() - before; got != 1 {
 		t.Errorf("a call of 5 descriptors over a cluster: %d pipelines, want 1", got)
 	}
+	// The additions: each descriptor in its own script, keys in the
+	// descriptor's hash tag.
+	svc3, err := New(parseYAML(t, independentConfig), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndependent(t, svc3, func() int64 { return 0 })
 	// Every node but the first key's forgets the script: only their keys
 	// are sent again (with EVAL); the first, already counted, is not
 	// counted twice.
