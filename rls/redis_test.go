@@ -342,3 +342,36 @@ func TestRedisRefusalCache(t *testing.T) {
 		t.Error("the next window was answered from the cache")
 	}
 }
+
+// The refusal cache serves the additions too (throttle's).
+func TestRedisRefusalCacheAdditions(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	var rt roundTrips
+	client.AddHook(&rt)
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(client, WithClock(clock), WithRefusalCache(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, "domain: d\ndescriptors:\n  - key: g\n    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra}\n"), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("g", "1"))
+	for i := 0; i < 2; i++ {
+		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := rt.n.Load()
+	got, err := svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResponse(t, "cached refusal", got, response(over, status(over, "", 1, mnt, 0, 60)))
+	if rt.n.Load() != before {
+		t.Error("a cached refusal of an addition made a round trip")
+	}
+}

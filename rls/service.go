@@ -410,12 +410,23 @@ func additionKey(base []byte, l *limitSpec) string {
 // (refused), and the others are asked again, together.
 func decideAdditions(ctx context.Context, work []addWork) error {
 	var buf [8]throttle.Check
+	var buf2 [1]throttle.Decision
 	for len(work) > 0 {
 		checks := buf[:0]
 		for _, w := range work {
 			checks = append(checks, w.checks...)
 		}
-		ds, err := throttle.AllowAll(ctx, checks...)
+		var ds throttle.Decisions
+		var err error
+		if len(checks) == 1 {
+			// AllowN, not AllowAll: a RedisStore's refusal cache
+			// answers single decisions only.
+			var d throttle.Decision
+			d, err = checks[0].Limiter.AllowN(ctx, checks[0].Key, checks[0].N)
+			ds = append(buf2[:0], d)
+		} else {
+			ds, err = throttle.AllowAll(ctx, checks...)
+		}
 		if err != nil {
 			if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
 				return err
