@@ -15,6 +15,28 @@ const demandWindow = time.Second
 // See noteDemand.
 const reportWindow = 500 * time.Millisecond
 
+// demandState is what this process's callers ask for (granted or not),
+// as the estimates that size its leases and that it reports to the
+// fair-share registry, and the sizes derived from them. Guarded by
+// Limiter.mu.
+type demandState struct {
+	demand     float64 // requested permits per second (EWMA over demandWindow)
+	reported   float64 // what the registry is told: see noteDemand
+	recent     [16]demandSample
+	recentNext int     // where the next sample goes in recent
+	lastSample float64 // the latest raw demand sample
+	asked      float64 // requested since demandAt
+	demandAt   time.Duration
+	haveDemand bool
+	// Derived from demand, lastSample, the round trip and the lease's
+	// wait by resizeLocked whenever one of them changes, so that
+	// maintain, which runs after every local decision, does no
+	// floating-point work.
+	slowWant    int64   // τ × sizing demand, rounded up
+	refundFloor int64   // below this many held permits no refund is possible
+	lowMark     float64 // prefetch when fewer permits than this are held
+}
+
 // demandSample is one raw demand sample, kept for the report.
 type demandSample struct {
 	at time.Duration
@@ -92,10 +114,11 @@ func (l *Limiter) wantLocked() int64 {
 	return int64(min(w, 1<<40))
 }
 
-// maintainLocked runs after a local decision: it prefetches before the
-// pool runs dry and gives back what a fallen demand no longer needs. At
-// most one call is in flight.
-func (l *Limiter) maintainLocked(now time.Duration) {
+// maintain runs after a local decision, with l.mu held: it prefetches
+// before the pool runs dry and gives back what a fallen demand no longer
+// needs. At most one call is in flight. The call starts in the background
+// (in the synchronous test mode, l.mu is released for it: see startLease).
+func (l *Limiter) maintain(now time.Duration) {
 	if l.inflight != nil || l.closed || !l.healthy || !l.haveDemand {
 		return
 	}
@@ -111,7 +134,7 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 		}
 		keep := max(int64(math.Ceil(spendable)), 2*l.slowWant)
 		if excess := held - keep; excess > max(l.slowWant, 2) {
-			l.startRefundLocked(now, excess)
+			l.startRefund(now, excess)
 			return
 		}
 	}
@@ -119,11 +142,11 @@ func (l *Limiter) maintainLocked(now time.Duration) {
 		return // Redis said no lease can be had yet
 	}
 	if float64(held) < l.lowMark {
-		l.startLeaseLocked(now, 0, l.horizon())
+		l.startLease(now, 0, l.horizon())
 	}
 }
 
-// resizeLocked recomputes what maintainLocked compares the pool with. It
+// resizeLocked recomputes what maintain compares the pool with. It
 // runs when the demand estimate, the round trip or the booked wait
 // changes: at most once per demand sample or Redis reply.
 func (l *Limiter) resizeLocked() {

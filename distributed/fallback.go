@@ -10,6 +10,21 @@ import (
 	"github.com/smoothrate/ratelimit"
 )
 
+// health is whether Redis answers this process, and the local limiter
+// that serves while it does not. Guarded by Limiter.mu.
+type health struct {
+	healthy  bool
+	failures int
+	probeAt  time.Duration // an unhealthy limiter tries Redis again from then
+	lastErr  error
+	// While Redis is away: the fallback's rate (0: none, refuse) and the
+	// local limiter itself, made at its first use (see fallbackLocked).
+	fallbackRate float64
+	fallback     *ratelimit.Limiter
+	fallbackAt   time.Duration
+	rtt          time.Duration // decaying maximum of the round trip
+}
+
 // fallbackAcquire serves Acquire while Redis is away. Called with l.mu held;
 // returns with it released.
 func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Duration, error) {

@@ -15,8 +15,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/check"
-	"github.com/smoothrate/ratelimit/internal/sat"
-	"github.com/smoothrate/ratelimit/internal/sleep"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
@@ -46,72 +45,36 @@ const maxWait = time.Second
 // The zero value has no client: it refuses every request (Acquire and
 // SetRate return an error wrapping ratelimit.ErrNotInitialized) and starts
 // no background call.
+//
+// Its state is in a few named parts, each in its own file: identity (who
+// it is: client, keys, kind; identity.go), localClock (its time line;
+// clock.go), fleet (what Redis last said about the fleet and the name;
+// identity.go), leasePool (the permits held and the call in flight;
+// pool.go), demandState (what callers ask for, and the lease sizes it
+// implies; demand.go) and health (whether Redis answers, and the local
+// fallback while it does not; fallback.go). One decision loop
+// (acquire.go) serves Acquire and TryAcquire.
 type Limiter struct {
-	client redis.UniversalClient
-	keys   []string
-	cfg    config
-	kind   string          // "b" or "w", as in engine.lua
-	asked0 float64         // the rate New was given
-	clock  ratelimit.Clock // nil: the time package
-	start  time.Time
-	// tsc: the clock is the processor's counter (internal/tsc: clock nil,
-	// the counter usable, time not fake); startTSC is start on it.
-	tsc      bool
-	startTSC int64
-	// unordered: elapsedFast may read a time from before the state it is
-	// compared with (the counter, or a test's orderedClock), so the hot
-	// path reads the clock again with elapsed before anything but a grant.
-	unordered bool
+	identity
+	cfg config
+	localClock
 
 	wg sync.WaitGroup // every goroutine that talks to Redis
 
-	mu            sync.Mutex
-	rate          float64 // the fleet's rate as last reported (or configured)
-	configVersion int64   // config version as last reported
-	incarnation   int64   // the state's incarnation as last reported
-	maxPermits    float64 // the global burst capacity as last reported
-	processes     int     // live processes as last reported
-	pool          []tranche
-	held          int64         // Σ pool[i].n, kept up to date so that the hot path never scans the pool
-	nextLapse     time.Duration // no tranche lapses before this (a lower bound: pruning recomputes it)
-	demand        float64       // requested permits per second (EWMA over demandWindow)
-	reported      float64       // what the registry is told: see noteDemand
-	recent        [16]demandSample
-	recentNext    int     // where the next sample goes in recent
-	lastSample    float64 // the latest raw demand sample
-	asked         float64 // requested since demandAt
-	demandAt      time.Duration
-	haveDemand    bool
-	inflight      chan struct{} // non-nil while a Redis call is in flight; closed after
-	aheadAt       time.Duration // no lease with maximum wait w can be granted before aheadAt - w
-	healthy       bool
-	failures      int
-	probeAt       time.Duration
-	lastErr       error
-	// While Redis is away: the fallback's rate (0: none, refuse) and the
-	// local limiter itself, made at its first use (see fallbackLocked).
-	fallbackRate float64
-	fallback     *ratelimit.Limiter
-	fallbackAt   time.Duration
-	rtt          time.Duration // decaying maximum of the round trip
-	leaseWait    time.Duration // how far ahead the last lease was booked
-	// Derived from demand, lastSample, rtt and leaseWait by resizeLocked
-	// whenever one of them changes, so that maintainLocked, which runs
-	// after every local decision, does no floating-point work.
-	slowWant    int64   // τ × sizing demand, rounded up
-	refundFloor int64   // below this many held permits no refund is possible
-	lowMark     float64 // prefetch when fewer permits than this are held
-	closed      bool
-	rng         *rand.Rand
-	st          Stats
-	// What the name holds, learnt from the first lease reply: joined is
-	// set then, and mismatch if the stored rate, kind or unit differs from
-	// this limiter's.
-	joined     bool
-	storedRate float64 // as learnt then; joined, l.rate follows SetRate
-	storedKind string
-	storedUnit string
-	mismatch   bool
+	// mu guards everything below. A method whose name ends in Locked is
+	// called with mu held and returns with it held, never releasing it.
+	mu sync.Mutex
+	fleet
+	leasePool
+	// nextLapse belongs to leasePool: no tranche lapses before it (a
+	// lower bound: pruneLocked recomputes it). It is a field of Limiter
+	// itself so that a Limiter literal can set it (the pool's tests make
+	// bare Limiters).
+	nextLapse time.Duration
+	demandState
+	health
+	closed bool
+	st     Stats
 }
 
 // New returns a limiter named name that shares permitsPerSecond with every
@@ -139,15 +102,12 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 		return nil, err
 	}
 	l := &Limiter{
-		client:    client,
-		keys:      keysOf(name),
-		cfg:       cfg,
-		kind:      "b",
-		clock:     cfg.clock,
-		rate:      permitsPerSecond,
-		asked0:    permitsPerSecond,
-		healthy:   true,
-		nextLapse: math.MaxInt64,
+		identity:   identity{client: client, keys: keysOf(name), kind: "b", asked0: permitsPerSecond},
+		cfg:        cfg,
+		localClock: localClock{clock: cfg.clock},
+		fleet:      fleet{rate: permitsPerSecond},
+		nextLapse:  math.MaxInt64,
+		health:     health{healthy: true},
 	}
 	l.resizeLocked()
 	if cfg.setWarmup {
@@ -195,89 +155,11 @@ func containsAny(s, chars string) bool {
 	return false
 }
 
-// elapsed reads the local clock: the time since the limiter was made.
-// With the default clock it is read in order, after every memory reference
-// before it (see elapsedFast).
-func (l *Limiter) elapsed() time.Duration {
-	if l.tsc {
-		return time.Duration(tsc.NowOrdered() - l.startTSC)
-	}
-	if l.clock == nil {
-		return time.Since(l.start)
-	}
-	if c, ok := l.clock.(orderedClock); ok {
-		return c.nowOrdered().Sub(l.start)
-	}
-	return l.clock.Now().Sub(l.start)
-}
-
-// orderedClock is a Clock whose Now, like the counter's unordered reading,
-// may come from a little before the state the limiter compares it with,
-// and whose nowOrdered may not: tests implement it to show what a stale
-// reading does (elapsedFast reads Now, elapsed nowOrdered).
-type orderedClock interface {
-	ratelimit.Clock
-	nowOrdered() time.Time
-}
-
-// elapsedFast is elapsed for the hot path's first reading: with the
-// default clock, where the processor's counter is the kernel's clock, the
-// counter read without a fence (about a third of what time.Since costs:
-// internal/tsc's BenchmarkClock), which the processor may take a little
-// before the memory references that precede it (as the root Limiter does:
-// ratelimit.Limiter's elapsed).
-// Acquire and TryAcquire grant on it only from a tranche that is not within
-// tsc.ReorderSlack of lapsing, and a refusal or a call to Redis reads the
-// clock again with elapsed. A grant that must wait for its permits waits
-// from the unordered reading: at most a fraction of a microsecond longer,
-// never less.
-func (l *Limiter) elapsedFast() time.Duration {
-	if l.tsc {
-		return time.Duration(tsc.Now() - l.startTSC)
-	}
-	if l.clock != nil {
-		return l.clock.Now().Sub(l.start)
-	}
-	return l.elapsed()
-}
-
-// localDeadline converts ctx's deadline to the local time line.
-func (l *Limiter) localDeadline(ctx context.Context, now time.Duration) time.Duration {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return math.MaxInt64
-	}
-	var left time.Duration
-	if l.clock == nil {
-		left = time.Until(d)
-	} else {
-		left = d.Sub(l.clock.Now())
-	}
-	return time.Duration(sat.Add(int64(now), int64(left)))
-}
-
-func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	if l.clock != nil {
-		return l.clock.Sleep(ctx, d)
-	}
-	return sleep.Ctx(ctx, d)
-}
-
 // contextTimeoutEnabled reports whether client lets a context deadline
 // bound its socket I/O; true for clients it cannot tell (its own types).
 func contextTimeoutEnabled(client redis.UniversalClient) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
+	on, known := redisscript.ContextTimeout(client)
+	return on || !known
 }
 
 // errZero is what the methods of a zero Limiter return.

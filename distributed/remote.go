@@ -10,9 +10,10 @@ import (
 	"github.com/smoothrate/ratelimit/internal/check"
 )
 
-// startLeaseLocked launches a lease call in the background (or inline in
-// the synchronous test mode).
-func (l *Limiter) startLeaseLocked(now time.Duration, need int64, wait time.Duration) {
+// startLease launches a lease call in the background. Called with l.mu
+// held; in the synchronous test mode (syncPrefetch) it makes the call
+// inline, releasing l.mu for it, and holds it again on return.
+func (l *Limiter) startLease(now time.Duration, need int64, wait time.Duration) {
 	args := l.leaseArgsLocked(need, wait)
 	ch := make(chan struct{})
 	l.inflight = ch
@@ -29,9 +30,9 @@ func (l *Limiter) startLeaseLocked(now time.Duration, need int64, wait time.Dura
 	}()
 }
 
-// leaseLocked makes a lease call in the caller's goroutine. It releases
+// leaseRoundTrip makes a lease call in the caller's goroutine. It releases
 // l.mu during the call and holds it again on return.
-func (l *Limiter) leaseLocked(need int64, wait time.Duration) {
+func (l *Limiter) leaseRoundTrip(need int64, wait time.Duration) {
 	args := l.leaseArgsLocked(need, wait)
 	ch := make(chan struct{})
 	l.inflight = ch
@@ -76,10 +77,12 @@ func (l *Limiter) refundableLocked(t tranche) bool {
 	return t.configVersion == l.configVersion && t.incarnation == l.incarnation
 }
 
-// startRefundLocked takes excess permits out of the pool (latest first)
+// startRefund takes excess permits out of the pool (latest first)
 // and gives them back in the background. Permits leased under an older
-// config version or from a lost state are not refundable and stay.
-func (l *Limiter) startRefundLocked(now time.Duration, excess int64) {
+// config version or from a lost state are not refundable and stay. Called
+// with l.mu held; like startLease, it releases it only in the synchronous
+// test mode.
+func (l *Limiter) startRefund(now time.Duration, excess int64) {
 	var n int64
 	for i := len(l.pool) - 1; i >= 0 && n < excess; i-- {
 		t := &l.pool[i]
@@ -209,7 +212,7 @@ func (l *Limiter) Join(ctx context.Context) error {
 		return nil
 	}
 	failed := l.st.RedisErrors
-	l.leaseLocked(1, 0)
+	l.leaseRoundTrip(1, 0)
 	if l.st.RedisErrors != failed {
 		return l.lastErr
 	}

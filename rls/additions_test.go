@@ -8,7 +8,9 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -258,12 +260,77 @@ descriptors:
 	})
 }
 
-// mustThrottleMemory is a throttle.MemoryStore on the test's clock.
-func mustThrottleMemory(t testing.TB, clock throttle.Clock) *throttle.MemoryStore {
-	t.Helper()
-	s, err := throttle.NewMemoryStore(throttle.WithStoreClock(clock))
-	if err != nil {
-		t.Fatal(err)
+// Descriptors using additions are decided each on its own, as the
+// reference decides descriptors: one refused does not stop another from
+// being counted. On Redis, a call whose descriptors all fit is one round
+// trip, whatever their number.
+func TestAdditionsDescriptorsIndependent(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		clock := newTestClock(T0)
+		store, _ := NewMemoryStore(WithClock(clock))
+		svc, err := New(parseYAML(t, independentConfig), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIndependent(t, svc, func() int64 { return 0 })
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer client.Close()
+		var rt roundTrips
+		clock := newTestClock(T0)
+		store, err := NewRedisStore(client, WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := New(parseYAML(t, independentConfig), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Load the scripts first: a first EVALSHA may need an EVAL.
+		if _, err := svc.ShouldRateLimit(context.Background(), request("d", 0, withHits(desc("a", "0"), 0), withHits(desc("b", "0"), 0), withHits(desc("c", "0"), 0))); err != nil {
+			t.Fatal(err)
+		}
+		client.AddHook(&rt)
+		checkIndependent(t, svc, rt.n.Load)
+	})
+}
+
+const independentConfig = `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra}
+  - key: b
+    rate_limits:
+      - {unit: minute, requests_per_unit: 5, algorithm: sliding-window}
+      - {unit: hour, requests_per_unit: 50, algorithm: token-bucket}
+  - key: c
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: sliding-log}
+`
+
+// checkIndependent runs the calls of TestAdditionsDescriptorsIndependent;
+// when trips counts round trips, it checks them too.
+func checkIndependent(t *testing.T, svc *Service, trips func() int64) {
+	req := request("d", 0, desc("a", "1"), desc("b", "1"), desc("c", "1"))
+	var n []int64
+	// b reports its sliding window (the fewer remaining), back to
+	// full once both its windows have passed: 40 s + 60 s.
+	for i, want := range []*rlsv3.RateLimitResponse{
+		response(ok, status(ok, "", 1, mnt, 0, 60), status(ok, "", 5, mnt, 4, 100), status(ok, "", 5, mnt, 4, 60)),
+		response(over, status(over, "", 1, mnt, 0, 60), status(ok, "", 5, mnt, 3, 100), status(ok, "", 5, mnt, 3, 60)),
+		response(over, status(over, "", 1, mnt, 0, 60), status(ok, "", 5, mnt, 2, 100), status(ok, "", 5, mnt, 2, 60)),
+	} {
+		before := trips()
+		got, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = append(n, trips()-before)
+		checkResponse(t, fmt.Sprintf("call %d", i), got, want)
 	}
-	return s
+	if trips() > 0 && (n[0] != 1 || n[1] != 2 || n[2] != 2) {
+		t.Errorf("round trips per call %v, want [1 2 2] (all fit: one; a refusal: one more)", n)
+	}
 }

@@ -32,16 +32,16 @@ type node struct {
 	// wildcards are the children's composite keys that end in '*', in the
 	// order they were loaded (the first whose prefix matches wins).
 	wildcards []string
-	rule      *Rule
+	rule      *descRule
 
 	valueToMetric   bool
 	shareThreshold  bool
 	wildcardPattern string // the composite key, when shareThreshold
 }
 
-// Rule is the rate_limit (or, an addition, the rate_limits) of one
+// descRule is the rate_limit (or, an addition, the rate_limits) of one
 // descriptor of the configuration.
-type Rule struct {
+type descRule struct {
 	// FullKey names the rule in metrics: "domain.key_value.key".
 	FullKey        string
 	Unlimited      bool
@@ -50,11 +50,11 @@ type Rule struct {
 	DetailedMetric bool
 	// Limits has one element for the reference's rate_limit, one per
 	// entry of rate_limits, none when Unlimited.
-	Limits []*Limit
+	Limits []*limitSpec
 }
 
-// Limit is one limit of a Rule.
-type Limit struct {
+// limitSpec is one limit of a descRule.
+type limitSpec struct {
 	Name            string
 	RequestsPerUnit uint32
 	Unit            rlsv3.RateLimitResponse_RateLimit_Unit
@@ -71,13 +71,13 @@ type Limit struct {
 
 // referenceWindow reports whether the limit counts as the reference does:
 // an epoch-aligned fixed window that counts refused hits too.
-func (l *Limit) referenceWindow() bool { return l.Algorithm == 0 }
+func (l *limitSpec) referenceWindow() bool { return l.Algorithm == 0 }
 
 // seconds is the limit's window or period in seconds.
-func (l *Limit) seconds() int64 { return unitSeconds(l.Unit) * l.UnitMultiplier }
+func (l *limitSpec) seconds() int64 { return unitSeconds(l.Unit) * l.UnitMultiplier }
 
 // period is seconds as a Duration.
-func (l *Limit) period() time.Duration { return time.Duration(l.seconds()) * time.Second }
+func (l *limitSpec) period() time.Duration { return time.Duration(l.seconds()) * time.Second }
 
 // unitSeconds is the reference's divider of each unit (a month is 30 days,
 // a year 365).
@@ -406,14 +406,14 @@ func (n *node) load(file, parentKey string, descriptors []yamlDescriptor) error 
 
 // newRule checks and converts a descriptor's rate_limit or rate_limits;
 // nil when it has neither.
-func newRule(yd yamlDescriptor, fullKey string) (*Rule, error) {
+func newRule(yd yamlDescriptor, fullKey string) (*descRule, error) {
 	if yd.RateLimit == nil && len(yd.RateLimits) == 0 {
 		return nil, nil
 	}
 	if yd.RateLimit != nil && len(yd.RateLimits) > 0 {
 		return nil, fmt.Errorf("descriptor '%s' has both rate_limit and rate_limits", fullKey)
 	}
-	r := &Rule{FullKey: fullKey, ShadowMode: yd.ShadowMode, QuotaMode: yd.QuotaMode, DetailedMetric: yd.DetailedMetric}
+	r := &descRule{FullKey: fullKey, ShadowMode: yd.ShadowMode, QuotaMode: yd.QuotaMode, DetailedMetric: yd.DetailedMetric}
 	if yd.RateLimit != nil {
 		l, unlimited, err := newLimit(yd.RateLimit, false)
 		if err != nil {
@@ -421,9 +421,9 @@ func newRule(yd yamlDescriptor, fullKey string) (*Rule, error) {
 		}
 		r.Unlimited = unlimited
 		if !unlimited {
-			r.Limits = []*Limit{l}
+			r.Limits = []*limitSpec{l}
 		} else {
-			r.Limits = []*Limit{l} // keeps name and replaces; never counted
+			r.Limits = []*limitSpec{l} // keeps name and replaces; never counted
 		}
 		return r, nil
 	}
@@ -440,7 +440,7 @@ func newRule(yd yamlDescriptor, fullKey string) (*Rule, error) {
 
 // newLimit checks one rate_limit. In a rate_limits list (inList) every
 // limit must be a real one: unlimited is refused there.
-func newLimit(y *yamlRateLimit, inList bool) (*Limit, bool, error) {
+func newLimit(y *yamlRateLimit, inList bool) (*limitSpec, bool, error) {
 	value, present := rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(y.Unit)]
 	validUnit := present && value != int32(rlsv3.RateLimitResponse_RateLimit_UNKNOWN)
 	if y.Unlimited {
@@ -453,7 +453,7 @@ func newLimit(y *yamlRateLimit, inList bool) (*Limit, bool, error) {
 	} else if !validUnit {
 		return nil, false, fmt.Errorf("invalid rate limit unit '%s'", y.Unit)
 	}
-	l := &Limit{
+	l := &limitSpec{
 		Name:            y.Name,
 		RequestsPerUnit: y.RequestsPerUnit,
 		Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(value),

@@ -84,6 +84,25 @@
 // A RedisStore adds to all of a call's windows with one Lua script in one
 // round trip (in a Cluster, one pipeline: one script per key, sent to each
 // node at once), setting a counter's TTL only when it creates it. The
-// additions' algorithms use throttle's RedisStore; their round trips run
-// at the same time as the windows'.
+// additions' algorithms use throttle's RedisStore: all of a call's
+// descriptors that use them are decided by one throttle.AllowAll, one
+// script, when they all fit (when one does not, nothing is counted, it is
+// answered, and the others are asked again: one round trip more per
+// refusal). In a Cluster each such descriptor is one script of its own,
+// its limits' keys sharing a hash tag. The additions' script runs at the
+// same time as the windows' one, so a call waits for about one round
+// trip.
+//
+// # Where it differs from the reference on purpose
+//
+//   - A store that fails or exceeds WithStoreTimeout (50 ms by default)
+//     answers gRPC UNAVAILABLE at once; the reference waits for its Redis
+//     timeout (10 s by default).
+//   - A request whose own limit has no valid unit is refused with
+//     INVALID_ARGUMENT; it crashes the reference.
+//   - LoadConfig skips files and directories whose names start with '.'
+//     (editors' swap files, a Kubernetes ConfigMap's ..data), which the
+//     reference reads unless RUNTIME_IGNOREDOTFILES is set.
+//   - The MemoryStore, which the reference lacks, is bounded (WithMaxKeys).
+//   - The counters' TTL is the time left in the window, not a whole unit.
 package rls

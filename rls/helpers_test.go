@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // testClock is a clock the test sets; Sleep is not used by the stores.
@@ -171,4 +172,13 @@ func checkResponse(t *testing.T, what string, got, want *rlsv3.RateLimitResponse
 	if !proto.Equal(got, want) {
 		t.Errorf("%s:\n got %s\nwant %s", what, prototext.Format(got), prototext.Format(want))
 	}
+}
+
+func mustThrottleMemory(t testing.TB, clock *testClock) *throttle.MemoryStore {
+	t.Helper()
+	s, err := throttle.NewMemoryStore(throttle.WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -9,7 +9,7 @@ import (
 
 // match is what a request's descriptor matched.
 type match struct {
-	rule *Rule
+	rule *descRule
 	// statsKey names the counters the hit goes to: the rule's FullKey, or
 	// the detailed_metric / value_to_metric / share_threshold key.
 	statsKey string
@@ -35,9 +35,9 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 		// Envoy's per-route override: applied as given, never in shadow
 		// mode, whatever the configuration says (even nothing).
 		return match{
-			rule: &Rule{
+			rule: &descRule{
 				FullKey: descriptorKey(domain, d),
-				Limits: []*Limit{{
+				Limits: []*limitSpec{{
 					RequestsPerUnit: lim.GetRequestsPerUnit(),
 					Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(lim.GetUnit()),
 					UnitMultiplier:  1,
@@ -48,16 +48,17 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 		}, true
 	}
 	entries := d.GetEntries()
-	var rule *Rule
-	var detailed, v2m strings.Builder
-	detailed.WriteString(domain)
-	v2m.WriteString(domain)
+	var rule *descRule
 	var shared []string
+	// metricValue[i] is what the value_to_metric key writes after entry
+	// i's key ("" for nothing); built only when some level makes that key
+	// differ from the rule's own name (needV2M), which is rare.
+	var buf [8]string
+	metricValue := buf[:0]
+	needV2M := false
 	children, prev := root.children, root
 	for i, e := range entries {
 		finalKey := e.GetKey() + "_" + e.GetValue()
-		detailed.WriteByte('.')
-		detailed.WriteString(finalKey)
 		next := children[finalKey]
 		wildcard := ""
 		if next == nil {
@@ -80,10 +81,15 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 			}
 			shared[i] = sharedHere
 		}
-		v2m.WriteByte('.')
-		v2m.WriteString(e.GetKey())
+		value := ""
 		if next != nil {
-			var value string
+			matched := e.GetKey() // the composite key this level matched
+			switch {
+			case wildcard != "":
+				matched = wildcard
+			case byValue:
+				matched = finalKey
+			}
 			switch {
 			case wildcard != "" && sharedHere != "":
 				value = sharedHere
@@ -96,11 +102,11 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 			case next.valueToMetric:
 				value = e.GetValue()
 			}
-			if value != "" {
-				v2m.WriteByte('_')
-				v2m.WriteString(value)
+			if !sameSegment(matched, e.GetKey(), value) {
+				needV2M = true
 			}
 		}
+		metricValue = append(metricValue, value)
 		if next != nil && next.rule != nil && i == len(entries)-1 {
 			rule = next.rule
 		}
@@ -112,32 +118,51 @@ func (c *Config) find(domain string, d *ratelimitv3.RateLimitDescriptor) (m matc
 	if rule == nil {
 		return match{}, true
 	}
-	m = match{rule: rule, statsKey: rule.FullKey}
-	if shared != nil {
-		m.shared = shared
-	}
+	m = match{rule: rule, statsKey: rule.FullKey, shared: shared}
+	var b strings.Builder
 	switch {
-	case rule.DetailedMetric && shared != nil:
-		var b strings.Builder
+	case rule.DetailedMetric:
+		// Every entry's own value, except share_threshold's patterns.
 		b.WriteString(domain)
 		for i, e := range entries {
 			b.WriteByte('.')
 			b.WriteString(e.GetKey())
-			if i < len(shared) && shared[i] != "" {
+			switch {
+			case i < len(shared) && shared[i] != "":
 				b.WriteByte('_')
 				b.WriteString(shared[i])
-			} else if e.GetValue() != "" {
+			case shared != nil && e.GetValue() == "":
+			default:
+				// Without share_threshold the reference writes the
+				// '_' even before an empty value.
 				b.WriteByte('_')
 				b.WriteString(e.GetValue())
 			}
 		}
 		m.statsKey = b.String()
-	case rule.DetailedMetric:
-		m.statsKey = detailed.String()
-	default:
-		m.statsKey = v2m.String()
+	case needV2M:
+		b.WriteString(domain)
+		for i, e := range entries {
+			b.WriteByte('.')
+			b.WriteString(e.GetKey())
+			if metricValue[i] != "" {
+				b.WriteByte('_')
+				b.WriteString(metricValue[i])
+			}
+		}
+		m.statsKey = b.String()
 	}
 	return m, true
+}
+
+// sameSegment reports whether key, followed by "_" + value when value is
+// not empty, spells composite.
+func sameSegment(composite, key, value string) bool {
+	if value == "" {
+		return composite == key
+	}
+	return len(composite) == len(key)+1+len(value) && strings.HasPrefix(composite, key) &&
+		composite[len(key)] == '_' && composite[len(key)+1:] == value
 }
 
 // descriptorKey is the reference's name of an overridden limit:

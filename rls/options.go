@@ -25,6 +25,10 @@ const (
 // DefaultStoreTimeout bounds each call's store work (WithStoreTimeout).
 const DefaultStoreTimeout = 50 * time.Millisecond
 
+// defaultStoreTimeout is DefaultStoreTimeout, except in this package's
+// tests, whose round trips on a loaded machine may take longer (TestMain).
+var defaultStoreTimeout = DefaultStoreTimeout
+
 // DefaultNearLimitRatio is the reference's NEAR_LIMIT_RATIO.
 const DefaultNearLimitRatio = 0.8
 
@@ -44,7 +48,7 @@ type serviceConfig struct {
 }
 
 func buildConfig(opts []Option) (serviceConfig, error) {
-	c := serviceConfig{storeTimeout: DefaultStoreTimeout, nearLimitRatio: DefaultNearLimitRatio}
+	c := serviceConfig{storeTimeout: defaultStoreTimeout, nearLimitRatio: DefaultNearLimitRatio}
 	for _, o := range opts {
 		if o == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))

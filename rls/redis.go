@@ -3,23 +3,21 @@ package rls
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
 //go:embed lua/windows.lua
 var windowsLua string
 
-var windowsScript = redis.NewScript(windowsLua)
+var windowsScript = redisscript.New(windowsLua)
 
 // RedisStore keeps every counter in Redis (a server, a failover group or a
 // Cluster), shared by every instance that uses it.
@@ -69,9 +67,12 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	if cfg.refusalCache > 0 {
 		topts = append(topts, throttle.WithRefusalCache(cfg.refusalCache))
 	}
+	// The Service bounds each call (WithStoreTimeout): throttle's own
+	// bound only backs it up.
+	topts = append(topts, throttle.WithCallTimeout(time.Minute))
 	lim, err := throttle.NewRedisStore(client, topts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}
 	_, s.cluster = client.(*redis.ClusterClient)
@@ -166,38 +167,42 @@ func (s *RedisStore) runOne(ctx context.Context, ops []windowOp, mode string) er
 }
 
 func (s *RedisStore) runPipelined(ctx context.Context, ops []windowOp, mode string) error {
-	run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(ops))
-		_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range ops {
+	// One EVALSHA per key, all in one pipeline; then EVAL, in a second
+	// one, for the keys whose node did not have the script (and only
+	// those: the others have counted already).
+	cmds := make([]*redis.Cmd, len(ops))
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range ops {
+			keys, args := scriptArgs(ops[i:i+1], mode)
+			cmds[i] = p.EvalSha(ctx, windowsScript.Hash(), keys, args...)
+		}
+		return nil
+	})
+	var again []int
+	for i, c := range cmds {
+		if e := c.Err(); e != nil && redis.HasErrorPrefix(e, "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		_, err = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range again {
 				keys, args := scriptArgs(ops[i:i+1], mode)
-				cmds[i] = eval(p, keys, args...)
+				cmds[i] = p.Eval(ctx, windowsScript.Source(), keys, args...)
 			}
 			return nil
 		})
-		return cmds, err
-	}
-	cmds, err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-		return windowsScript.EvalSha(ctx, p, keys, args...)
-	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-			return windowsScript.Eval(ctx, p, keys, args...)
-		})
-	}
-	if err != nil {
-		return classify(err)
 	}
 	for i, c := range cmds {
-		v, err := c.Int64Slice()
-		if err != nil {
-			return classify(err)
+		v, e := c.Int64Slice()
+		if e != nil {
+			return classify(e)
 		}
-		if err := fill(ops[i:i+1], v); err != nil {
-			return err
+		if e := fill(ops[i:i+1], v); e != nil {
+			return e
 		}
 	}
-	return nil
+	return classify(err)
 }
 
 func fill(ops []windowOp, v []int64) error {
@@ -213,30 +218,16 @@ func fill(ops []windowOp, v []int64) error {
 	return nil
 }
 
-// classify wraps a Redis error in ErrUnavailable (no answer: network,
-// timeout, cancelled, loading, failing over) or ErrMisconfigured (an answer
-// that no retry will change: authentication, a key of another type, a
-// script error, cross-slot keys).
+// classify wraps a Redis error in ErrUnavailable (no answer: the network,
+// a timeout, a cancelled call, a server loading or failing over) or
+// ErrMisconfigured (an answer no retry will change: authentication, a
+// database or cluster mode the server lacks, a key of another type),
+// sorted by the project's one Redis classifier.
 func classify(err error) error {
-	if err == nil {
+	switch redisscript.Classify(err) {
+	case redisscript.OK:
 		return nil
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	msg := err.Error()
-	// MOVED or ASK reaching us means a Cluster answered a client that is
-	// not a cluster client: misconfigured, below.
-	for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "READONLY"} {
-		if strings.HasPrefix(msg, p) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-	}
-	var re redis.Error
-	if errors.As(err, &re) {
+	case redisscript.Misconfigured, redisscript.Bug:
 		return fmt.Errorf("%w: %w", ErrMisconfigured, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -156,6 +156,41 @@ func TestRedisClusterReferenceAnswers(t *testing.T) {
 	if got := rt.n.Load() - before; got != 1 {
 		t.Errorf("a call of 5 descriptors over a cluster: %d pipelines, want 1", got)
 	}
+	// The additions: each descriptor in its own script, keys in the
+	// descriptor's hash tag.
+	svc3, err := New(parseYAML(t, independentConfig), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndependent(t, svc3, func() int64 { return 0 })
+	// Every node but the first key's forgets the script: only their keys
+	// are sent again (with EVAL); the first, already counted, is not
+	// counted twice.
+	keys := []string{"d_a_1_" + itoa(T0), "d_b_1_" + itoa(T0-20), "d_c_1_" + itoa(T0-800), "d_e_1_" + itoa(T0-80000), "d_f_1_" + itoa(T0-20)}
+	keep := cl.NodeForKey(t, keys[0])
+	others := 0
+	for _, k := range keys[1:] {
+		if cl.NodeForKey(t, k) != keep {
+			others++
+		}
+	}
+	if others == 0 {
+		t.Fatal("every key on one node: the test would test nothing")
+	}
+	for _, srv := range cl.Servers {
+		if srv != keep {
+			srv.CLI("SCRIPT", "FLUSH")
+		}
+	}
+	got, err := svc2.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range got.Statuses {
+		if st.LimitRemaining != 97 && !(i == 4 && st.Code == over) {
+			t.Errorf("after SCRIPT FLUSH on one node, descriptor %d: %v", i, st)
+		}
+	}
 }
 
 // A hung Redis (SIGSTOP) answers UNAVAILABLE within the store timeout, not
@@ -305,5 +340,38 @@ func TestRedisRefusalCache(t *testing.T) {
 	checkResponse(t, "next window", got, response(ok, status(ok, "", 2, mnt, 1, 60)))
 	if rt.n.Load() == before {
 		t.Error("the next window was answered from the cache")
+	}
+}
+
+// The refusal cache serves the additions too (throttle's).
+func TestRedisRefusalCacheAdditions(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	var rt roundTrips
+	client.AddHook(&rt)
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(client, WithClock(clock), WithRefusalCache(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, "domain: d\ndescriptors:\n  - key: g\n    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra}\n"), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("g", "1"))
+	for i := 0; i < 2; i++ {
+		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := rt.n.Load()
+	got, err := svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResponse(t, "cached refusal", got, response(over, status(over, "", 1, mnt, 0, 60)))
+	if rt.n.Load() != before {
+		t.Error("a cached refusal of an addition made a round trip")
 	}
 }

@@ -16,6 +16,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -26,9 +28,13 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	state   atomic.Pointer[compiled]
-	store   Store
-	redis   bool // the store has round trips: bound them, run them at once
+	state atomic.Pointer[compiled]
+	store Store
+	redis bool // the store has round trips: bound them, run them at once
+	// batch: the additions of all descriptors go to one AllowAll (a
+	// MemoryStore, or a Redis that is not a Cluster or a Ring, where keys
+	// of several descriptors may live in several slots).
+	batch   bool
 	cfg     serviceConfig
 	metrics metrics
 }
@@ -36,7 +42,7 @@ type Service struct {
 // compiled is a Config with the additions' limiters built over the store.
 type compiled struct {
 	cfg      *Config
-	limiters map[*Limit]*throttle.Limiter
+	limiters map[*limitSpec]*throttle.Limiter
 }
 
 // New returns a Service answering from cfg with store (nil: a new
@@ -55,7 +61,11 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 		store = m
 	}
 	_, isMem := store.(*MemoryStore)
-	s := &Service{store: store, redis: !isMem, cfg: sc}
+	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
+	if r, ok := store.(*RedisStore); ok {
+		_, ring := r.client.(*redis.Ring)
+		s.batch = !r.cluster && !ring
+	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
 			return nil, err
@@ -72,7 +82,7 @@ func (s *Service) SetConfig(cfg *Config) error {
 	if cfg == nil {
 		return fmt.Errorf("%w: nil configuration", ErrInvalidOption)
 	}
-	c := &compiled{cfg: cfg, limiters: map[*Limit]*throttle.Limiter{}}
+	c := &compiled{cfg: cfg, limiters: map[*limitSpec]*throttle.Limiter{}}
 	var err error
 	for _, d := range cfg.domains {
 		d.walk(func(n *node) {
@@ -117,7 +127,7 @@ func (s *Service) Config() *Config {
 
 // result is one limit's answer for one descriptor.
 type result struct {
-	limit     *Limit
+	limit     *limitSpec
 	over      bool
 	before    uint64 // hits counted before this call (the reference's limitBeforeIncrease)
 	after     uint64 // and after it
@@ -132,9 +142,9 @@ type call struct {
 	m         match
 	hits      uint64
 	unlimited bool
-	limits    []*Limit // the limits applied (after replaces)
+	limits    []*limitSpec // the limits applied (after replaces)
 	results   []result
-	base      string // store key of the descriptor, without window or index
+	base      []byte // store key of the descriptor, without window or index
 }
 
 // ShouldRateLimit decides one request, as envoyproxy/ratelimit does unless
@@ -248,7 +258,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // baseKey is the reference's cache key without its window: prefix, domain,
 // then "key_value_" per entry (a share_threshold entry's value replaced by
 // its wildcard, so that all its values share one counter).
-func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) string {
+// It has room left for a window's start, which windowKey appends.
+func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) []byte {
 	n := len(domain) + 1
 	for _, e := range entries {
 		n += len(e.GetKey()) + len(e.GetValue()) + 2
@@ -267,7 +278,7 @@ func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescrip
 		}
 		b = append(b, '_')
 	}
-	return string(b)
+	return b
 }
 
 func (s *Service) storePrefix() string {
@@ -283,34 +294,52 @@ func (s *Service) storePrefix() string {
 // windowKey is base + the window's start, as the reference names it; a
 // second or later limit of a rate_limits list gets "#index_" before the
 // start so that its counter is its own.
-func windowKey(base string, index int, start int64) string {
-	if index == 0 {
-		return base + itoa(start)
+func windowKey(base []byte, index int, start int64) string {
+	b := base[:len(base):cap(base)] // appends in base's spare room, copied by string()
+	if index > 0 {
+		b = append(b, '#')
+		b = strconv.AppendInt(b, int64(index), 10)
+		b = append(b, '_')
 	}
-	return base + "#" + strconv.Itoa(index) + "_" + itoa(start)
+	return string(strconv.AppendInt(b, start, 10))
 }
 
 // decide runs the store work: every reference window in one windows call,
-// and the additions' limits through throttle, one AllowAll per descriptor
-// (its limits all counted or none). With a store that has round trips the
-// calls run at once, bounded by the store timeout.
+// and the additions' limits through throttle.AllowAll, a descriptor's
+// limits all counted or none (see decideAdditions). With a store that has
+// round trips the two run at once, bounded by the store timeout.
 func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []windowOp) error {
 	var jobs []func(context.Context) error
 	if len(ops) > 0 {
 		jobs = append(jobs, func(ctx context.Context) error { return s.store.windows(ctx, ops, s.cfg.onlyAdmitted) })
 	}
+	var work []addWork
 	for i := range calls {
 		c := &calls[i]
-		var idx []int
+		w := addWork{c: c}
 		for k, l := range c.limits {
-			if !l.referenceWindow() {
-				idx = append(idx, k)
+			if l.referenceWindow() {
+				continue
 			}
+			lim := st.limiters[l]
+			if lim == nil {
+				return fmt.Errorf("%w: no limiter for %s", ErrMisconfigured, c.m.statsKey)
+			}
+			w.idx = append(w.idx, k)
+			w.checks = append(w.checks, throttle.Check{Limiter: lim, Key: additionKey(c.base, l), N: int(min(c.hits, uint64(math.MaxInt32)))})
 		}
-		if len(idx) == 0 {
-			continue
+		if len(w.idx) > 0 {
+			work = append(work, w)
 		}
-		jobs = append(jobs, func(ctx context.Context) error { return s.decideLimits(ctx, st, c, idx) })
+	}
+	switch {
+	case len(work) == 0:
+	case s.batch:
+		jobs = append(jobs, func(ctx context.Context) error { return decideAdditions(ctx, work) })
+	default:
+		for _, w := range work {
+			jobs = append(jobs, func(ctx context.Context) error { return decideAdditions(ctx, []addWork{w}) })
+		}
 	}
 	if len(jobs) == 0 {
 		return nil
@@ -359,25 +388,85 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 	}
 }
 
-// decideLimits decides c's additions (its limits idx) with throttle.
-func (s *Service) decideLimits(ctx context.Context, st *compiled, c *call, idx []int) error {
-	n := int(min(c.hits, uint64(math.MaxInt32)))
-	checks := make([]throttle.Check, len(idx))
-	for j, k := range idx {
-		l := c.limits[k]
-		checks[j] = throttle.Check{Limiter: st.limiters[l], Key: c.base + "#" + strconv.Itoa(l.index) + "_" + l.Algorithm.String() + "_" + itoa(l.seconds()), N: n}
-		if checks[j].Limiter == nil {
-			return fmt.Errorf("%w: no limiter for %s", ErrMisconfigured, c.m.statsKey)
+// addWork is one descriptor's additions: its limits idx and their checks.
+type addWork struct {
+	c      *call
+	idx    []int
+	checks []throttle.Check
+}
+
+// additionKey is the throttle key of l for the descriptor whose window
+// key starts with base. The descriptor's part is a hash tag, so that a
+// Redis Cluster keeps its limits in one slot, decided in one script.
+func additionKey(base []byte, l *limitSpec) string {
+	return "{" + string(base) + "}#" + strconv.Itoa(l.index) + "_" + l.Algorithm.String() + "_" + itoa(l.seconds())
+}
+
+// decideAdditions decides several descriptors' additions, each descriptor
+// on its own (as the reference decides descriptors) and all its limits
+// counted or none, in as few AllowAll calls as it can: one when every
+// descriptor fits, the common case (one round trip on Redis). When some do
+// not, AllowAll has counted nothing and said which: those are answered
+// (refused), and the others are asked again, together.
+func decideAdditions(ctx context.Context, work []addWork) error {
+	var buf [8]throttle.Check
+	var buf2 [1]throttle.Decision
+	for len(work) > 0 {
+		checks := buf[:0]
+		for _, w := range work {
+			checks = append(checks, w.checks...)
 		}
-	}
-	ds, err := throttle.AllowAll(ctx, checks...)
-	if err != nil {
-		if errors.Is(err, throttle.ErrWrongType) {
-			return fmt.Errorf("%w: %w", ErrMisconfigured, err)
+		var ds throttle.Decisions
+		var err error
+		if len(checks) == 1 {
+			// AllowN, not AllowAll: a RedisStore's refusal cache
+			// answers single decisions only.
+			var d throttle.Decision
+			d, err = checks[0].Limiter.AllowN(ctx, checks[0].Key, checks[0].N)
+			ds = append(buf2[:0], d)
+		} else {
+			ds, err = throttle.AllowAll(ctx, checks...)
 		}
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		if err != nil {
+			if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			if errors.Is(err, throttle.ErrWrongType) {
+				return fmt.Errorf("%w: %w", ErrMisconfigured, err)
+			}
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if ds.Allowed() {
+			off := 0
+			for _, w := range work {
+				fillAdditions(w, ds[off:off+len(w.checks)])
+				off += len(w.checks)
+			}
+			return nil
+		}
+		next := work[:0:0]
+		off := 0
+		for _, w := range work {
+			d := ds[off : off+len(w.checks)]
+			off += len(w.checks)
+			if d.Allowed() {
+				next = append(next, w)
+			} else {
+				fillAdditions(w, d)
+			}
+		}
+		if len(next) == len(work) {
+			return fmt.Errorf("%w: throttle refused a call without refusing a check", ErrMisconfigured)
+		}
+		work = next
 	}
-	for j, k := range idx {
+	return nil
+}
+
+// fillAdditions turns a descriptor's decisions into its results.
+func fillAdditions(w addWork, ds throttle.Decisions) {
+	c := w.c
+	for j, k := range w.idx {
 		d := ds[j]
 		r := &c.results[k]
 		r.max = uint64(d.Limit)
@@ -398,7 +487,6 @@ func (s *Service) decideLimits(ctx context.Context, st *compiled, c *call, idx [
 			r.reset = max(1, ceilSeconds(int64(wait)))
 		}
 	}
-	return nil
 }
 
 // ceilSeconds rounds ns nanoseconds up to whole seconds.

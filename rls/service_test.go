@@ -287,3 +287,28 @@ func TestOptionsErrors(t *testing.T) {
 		t.Errorf("override without unit: %v", err)
 	}
 }
+
+// A flood of distinct descriptors stays within WithMaxKeys.
+func TestMemoryStoreBounded(t *testing.T) {
+	clock := newTestClock(T0)
+	store, err := NewMemoryStore(WithClock(clock), WithMaxKeys(640))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 5}\n"), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20000; i++ {
+		if _, err := svc.ShouldRateLimit(context.Background(), request("d", 0, desc("k", itoa(int64(i))))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for i := range store.shards {
+		n += len(store.shards[i].m)
+	}
+	if n > 640 || n < 320 {
+		t.Errorf("%d counters for a bound of 640", n)
+	}
+}

@@ -9,20 +9,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
-// Store errors. A Service answers gRPC UNAVAILABLE for both; a command
-// refuses to start on ErrMisconfigured.
+// Store errors, throttle's own: a Service answers gRPC UNAVAILABLE for
+// both; a command refuses to start on ErrMisconfigured.
 var (
 	// ErrUnavailable: the store did not answer in time or failed (Redis
 	// down, a timeout, a cancelled call).
-	ErrUnavailable = errors.New("rls: store unavailable")
+	ErrUnavailable = throttle.ErrUnavailable
 	// ErrMisconfigured: the store answers but cannot be used as
 	// configured (wrong password or database, cluster mode mismatch, a
 	// key of another type).
-	ErrMisconfigured = errors.New("rls: store misconfigured")
+	ErrMisconfigured = throttle.ErrMisconfigured
 	// ErrInvalidOption: an option with a bad value.
 	ErrInvalidOption = errors.New("rls: invalid option")
 )
@@ -64,7 +63,7 @@ type storeOptionFunc func(*storeConfig)
 func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
 
 type storeConfig struct {
-	clock        ratelimit.Clock
+	clock        throttle.Clock
 	prefix       string
 	refusalCache int
 	maxKeys      int
@@ -84,8 +83,9 @@ func buildStoreConfig(opts []StoreOption) (storeConfig, error) {
 }
 
 // WithClock makes the store read time from c instead of the time package
-// (for tests: every instance sharing a Redis must agree on the time).
-func WithClock(c ratelimit.Clock) StoreOption {
+// (for tests: every instance sharing a Redis must agree on the time). A
+// ratelimit.Clock or a clocktest clock will do.
+func WithClock(c throttle.Clock) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
 			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil clock", ErrInvalidOption))
@@ -122,9 +122,12 @@ func WithRefusalCache(n int) StoreOption {
 	})
 }
 
-// WithMaxKeys bounds a MemoryStore's additions to n keys
-// (throttle.WithMaxKeys); the windows are bounded by time, not count: a
-// window's counter is dropped once the window has ended.
+// WithMaxKeys bounds a MemoryStore to about n window counters and n keys
+// of the additions (throttle.WithMaxKeys); default throttle.DefaultMaxKeys.
+// A window's counter is dropped once its window has ended; when the store
+// is full of live ones, a random one is dropped (its descriptor starts
+// again from zero), so that a flood of distinct descriptors cannot
+// exhaust memory.
 func WithMaxKeys(n int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if n < 1 {
@@ -149,6 +152,8 @@ type MemoryStore struct {
 	clock  func() time.Time
 	shards [memShards]memShard
 	lim    *throttle.MemoryStore
+	// perShard bounds each shard's window counters.
+	perShard int
 }
 
 const memShards = 64
@@ -189,7 +194,11 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &MemoryStore{cfg: cfg, clock: cfg.nowFunc(), lim: lim}
+	maxKeys := cfg.maxKeys
+	if maxKeys == 0 {
+		maxKeys = throttle.DefaultMaxKeys
+	}
+	s := &MemoryStore{cfg: cfg, clock: cfg.nowFunc(), lim: lim, perShard: max(1, maxKeys/memShards)}
 	for i := range s.shards {
 		s.shards[i].m = map[string]memWindow{}
 		s.shards[i].sweepAt = 1024
@@ -201,7 +210,7 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 func newThrottleMemory(opts ...throttle.StoreOption) (*throttle.MemoryStore, error) {
 	s, err := throttle.NewMemoryStore(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return s, nil
 }
@@ -227,8 +236,11 @@ func (s *MemoryStore) windows(_ context.Context, ops []windowOp, onlyAdmitted bo
 		if op.hits > 0 && (!onlyAdmitted || sum <= op.limit) {
 			if !ok {
 				w.end = now + op.ttl
-				if len(sh.m) >= sh.sweepAt {
+				if len(sh.m) >= min(sh.sweepAt, s.perShard) {
 					sh.sweep(now)
+					if len(sh.m) >= s.perShard {
+						sh.evict()
+					}
 				}
 			}
 			w.count = sum
@@ -246,6 +258,14 @@ func (sh *memShard) sweep(now int64) {
 		}
 	}
 	sh.sweepAt = max(1024, 2*len(sh.m))
+}
+
+// evict drops one live counter: Go's map order makes it a random one.
+func (sh *memShard) evict() {
+	for k := range sh.m {
+		delete(sh.m, k)
+		return
+	}
 }
 
 func fnv32(s string) uint32 {

@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -26,14 +27,18 @@ func TestMain(m *testing.M) {
 // stopped with SIGSTOP: the kernel still accepts connections, nothing
 // replies) returns an outage error after the store's bound, not after
 // go-redis's 3 s read timeout or never, whether the bound is the default
-// or WithCallTimeout's; and the client's socket settings do not matter (no
-// ContextTimeoutEnabled here).
+// or WithCallTimeout's; and whether the client honours deadlines (the
+// call then runs inline) or not (in a goroutine of its own).
 func TestRedisCallTimeout(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil { // a pooled connection, so the stop hits a read
+		t.Fatal(err)
+	}
+	inline := newRedisClient(t, srv.Addr())
+	if err := inline.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	defaultCallTimeout = DefaultCallTimeout
@@ -50,7 +55,12 @@ func TestRedisCallTimeout(t *testing.T) {
 	}{
 		{"default", redisStore(c), DefaultCallTimeout},
 		{"WithCallTimeout", redisStore(c, WithCallTimeout(20*time.Millisecond)), 20 * time.Millisecond},
+		// A client that honours deadlines: the call runs inline.
+		{"inline", redisStore(inline), DefaultCallTimeout},
 	} {
+		if tc.store.inline != (tc.name == "inline") {
+			t.Fatalf("%s: inline = %v", tc.name, tc.store.inline)
+		}
 		lim := mustNew(t, tc.store, GCRA, PerSecond(10))
 		start := time.Now()
 		d, err := lim.Allow(ctx, "k")
@@ -68,6 +78,40 @@ func TestRedisCallTimeout(t *testing.T) {
 		}
 		if err := lim.Reset(ctx, "k"); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: Reset: %v, want ErrUnavailable", tc.name, err)
+		}
+	}
+}
+
+// TestRedisNowhere: a client whose address leads nowhere (a listener that
+// never accepts, so the handshake completes in the kernel and no reply
+// ever comes; and a closed port) gives an outage error within the
+// default bound, not after go-redis's 5 s dial or 3 s read timeouts.
+func TestRedisNowhere(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // never accepted
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	_ = ln.Close()
+	defaultCallTimeout = DefaultCallTimeout
+	t.Cleanup(func() { defaultCallTimeout = 10 * time.Second })
+	for _, addr := range []string{silent.Addr().String(), closed} {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		lim := mustNew(t, redisStore(c), TokenBucket, PerSecond(10))
+		start := time.Now()
+		d, err := lim.Allow(context.Background(), "k")
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) || d.Allowed {
+			t.Errorf("%s: %+v, %v; want a refusal wrapping ErrUnavailable", addr, d, err)
+		}
+		if took > time.Second {
+			t.Errorf("%s: the call took %v, want at most about %v", addr, took, DefaultCallTimeout)
 		}
 	}
 }

@@ -93,7 +93,7 @@ var probe = New("local v = redis.call('GET', KEYS[1]); redis.call('SET', KEYS[1]
 
 // runProbe runs s on c as the libraries do: bounded, EVALSHA then EVAL.
 func runProbe(c redis.UniversalClient, s *Script, timeout time.Duration) error {
-	_, err := Call(context.Background(), timeout, nil, func(ctx context.Context) (any, error) {
+	_, err := Call(context.Background(), timeout, HonoursDeadlines(c), nil, func(ctx context.Context) (any, error) {
 		return s.Run(ctx, c, []string{"k"}, "x").Result()
 	})
 	return err
@@ -223,20 +223,30 @@ func TestClassifyRedisServer(t *testing.T) {
 		}
 	})
 	t.Run("kill -STOP", func(t *testing.T) {
-		c := newClient(t, &redis.Options{Addr: srv.Addr()})
-		check(t, "before", runProbe(c, probe, long), OK) // a pooled connection
-		srv.Pause()
-		err := runProbe(c, probe, 100*time.Millisecond)
-		srv.Resume()
-		check(t, "stopped", err, Outage)
-		if !errors.Is(err, ErrTimeout) {
-			t.Errorf("stopped: %v, want ErrTimeout", err)
+		// In a goroutine of its own (a client that reads with its own
+		// 3 s timeout) and inline (one that honours deadlines): either
+		// way the bound holds.
+		for _, ctxTimeout := range []bool{false, true} {
+			c := newClient(t, &redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: ctxTimeout})
+			if HonoursDeadlines(c) != ctxTimeout {
+				t.Fatalf("HonoursDeadlines = %v, want %v", !ctxTimeout, ctxTimeout)
+			}
+			check(t, "before", runProbe(c, probe, long), OK) // a pooled connection
+			srv.Pause()
+			start := time.Now()
+			err := runProbe(c, probe, 100*time.Millisecond)
+			took := time.Since(start)
+			srv.Resume()
+			check(t, "stopped", err, Outage)
+			if !errors.Is(err, ErrTimeout) || took > 2*time.Second {
+				t.Errorf("stopped (inline %v): %v after %v, want ErrTimeout after about 100ms", ctxTimeout, err, took)
+			}
 		}
 	})
 	t.Run("caller's context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := Call(ctx, long, nil, func(ctx context.Context) (any, error) {
+		_, err := Call(ctx, long, false, nil, func(ctx context.Context) (any, error) {
 			return probe.Run(ctx, ok, []string{"k"}, "x").Result()
 		})
 		check(t, "cancelled", err, Cancelled)

@@ -1,0 +1,101 @@
+package distributed
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/sat"
+	"github.com/smoothrate/ratelimit/internal/sleep"
+	"github.com/smoothrate/ratelimit/internal/tsc"
+)
+
+// localClock is a Limiter's own time line: durations since New, on the
+// clock of WithLocalClock or, by default, on the processor's counter or the
+// monotonic clock. It measures lease lifetimes, waits and demand; the
+// fleet's rate runs on Redis's clock, never on this one. Set by New, then
+// only read.
+type localClock struct {
+	clock ratelimit.Clock // nil: the time package
+	start time.Time
+	// tsc: the clock is the processor's counter (internal/tsc: clock nil,
+	// the counter usable, time not fake); startTSC is start on it.
+	tsc      bool
+	startTSC int64
+	// unordered: elapsedFast may read a time from before the state it is
+	// compared with (the counter, or a test's orderedClock), so the hot
+	// path reads the clock again with elapsed before anything but a grant.
+	unordered bool
+}
+
+// elapsed reads the local clock: the time since the limiter was made.
+// With the default clock it is read in order, after every memory reference
+// before it (see elapsedFast).
+func (l *localClock) elapsed() time.Duration {
+	if l.tsc {
+		return time.Duration(tsc.NowOrdered() - l.startTSC)
+	}
+	if l.clock == nil {
+		return time.Since(l.start)
+	}
+	if c, ok := l.clock.(orderedClock); ok {
+		return c.nowOrdered().Sub(l.start)
+	}
+	return l.clock.Now().Sub(l.start)
+}
+
+// orderedClock is a Clock whose Now, like the counter's unordered reading,
+// may come from a little before the state the limiter compares it with,
+// and whose nowOrdered may not: tests implement it to show what a stale
+// reading does (elapsedFast reads Now, elapsed nowOrdered).
+type orderedClock interface {
+	ratelimit.Clock
+	nowOrdered() time.Time
+}
+
+// elapsedFast is elapsed for the hot path's first reading: with the
+// default clock, where the processor's counter is the kernel's clock, the
+// counter read without a fence (about a third of what time.Since costs:
+// internal/tsc's BenchmarkClock), which the processor may take a little
+// before the memory references that precede it (as the root Limiter does:
+// ratelimit.Limiter's elapsed).
+// Acquire and TryAcquire grant on it only from a tranche that is not within
+// tsc.ReorderSlack of lapsing, and a refusal or a call to Redis reads the
+// clock again with elapsed. A grant that must wait for its permits waits
+// from the unordered reading: at most a fraction of a microsecond longer,
+// never less.
+func (l *localClock) elapsedFast() time.Duration {
+	if l.tsc {
+		return time.Duration(tsc.Now() - l.startTSC)
+	}
+	if l.clock != nil {
+		return l.clock.Now().Sub(l.start)
+	}
+	return l.elapsed()
+}
+
+// localDeadline converts ctx's deadline to the local time line.
+func (l *localClock) localDeadline(ctx context.Context, now time.Duration) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return math.MaxInt64
+	}
+	var left time.Duration
+	if l.clock == nil {
+		left = time.Until(d)
+	} else {
+		left = d.Sub(l.clock.Now())
+	}
+	return time.Duration(sat.Add(int64(now), int64(left)))
+}
+
+func (l *localClock) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if l.clock != nil {
+		return l.clock.Sleep(ctx, d)
+	}
+	return sleep.Ctx(ctx, d)
+}

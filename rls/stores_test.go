@@ -1,0 +1,114 @@
+package rls
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// A configuration with every kind of rule, for the stores' comparison.
+const mixedConfig = `
+domain: d
+descriptors:
+  - key: w
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: m
+    value: x*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: s
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: z
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: u
+    rate_limit: {unlimited: true}
+  - key: mul
+    rate_limit: {unit: second, unit_multiplier: 7, requests_per_unit: 4}
+  - key: g
+    rate_limit: {unit: second, unit_multiplier: 5, requests_per_unit: 4, algorithm: gcra}
+  - key: l
+    rate_limits:
+      - {unit: second, requests_per_unit: 3}
+      - {unit: minute, requests_per_unit: 10, algorithm: sliding-window}
+      - {unit: second, unit_multiplier: 10, requests_per_unit: 6, algorithm: sliding-log}
+  - key: t
+    rate_limit: {unit: second, unit_multiplier: 3, requests_per_unit: 5, algorithm: token-bucket}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 4, algorithm: leaky-bucket}
+`
+
+// The memory store and Redis answer every call identically: random calls
+// of one to four descriptors over every kind of rule, at random instants,
+// with the reference's counting and with WithCountOnlyAdmitted.
+func TestStoresAgree(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, onlyAdmitted := range []bool{false, true} {
+		t.Run(fmt.Sprint("onlyAdmitted=", onlyAdmitted), func(t *testing.T) {
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer client.Close()
+			client.FlushAll(context.Background())
+			clock := newTestClock(T0)
+			var opts []Option
+			if onlyAdmitted {
+				opts = append(opts, WithCountOnlyAdmitted())
+			}
+			opts = append(opts, WithRateLimitHeaders("", "", ""), WithIETFHeaders())
+			mem, _ := NewMemoryStore(WithClock(clock))
+			red, err := NewRedisStore(client, WithClock(clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := parseYAML(t, mixedConfig)
+			a, err := New(cfg, mem, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(cfg, red, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := []string{"w", "m", "s", "z", "u", "mul", "g", "l", "t", "k", "none"}
+			values := []string{"x", "x1", "x2", "y"}
+			r := rand.New(rand.NewSource(11))
+			now := time.Unix(T0, 0)
+			overs := 0
+			for i := 0; i < 600; i++ {
+				now = now.Add(time.Duration([]int{0, 0, 10, 300, 900, 4000}[r.Intn(6)]) * time.Millisecond)
+				clock.set(now)
+				req := request("d", uint32(r.Intn(3)))
+				for j := 0; j < 1+r.Intn(4); j++ {
+					d := desc(keys[r.Intn(len(keys))], values[r.Intn(len(values))])
+					if r.Intn(5) == 0 {
+						withHits(d, uint64(r.Intn(4)))
+					}
+					req.Descriptors = append(req.Descriptors, d)
+				}
+				ra, err := a.ShouldRateLimit(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rb, err := b.ShouldRateLimit(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkResponse(t, fmt.Sprintf("call %d at +%v", i, now.Sub(time.Unix(T0, 0))), rb, ra)
+				if ra.OverallCode == over {
+					overs++
+				}
+				if t.Failed() {
+					t.FailNow()
+				}
+			}
+			if overs < 50 {
+				t.Errorf("only %d calls over: the sequence tests little", overs)
+			}
+		})
+	}
+}
