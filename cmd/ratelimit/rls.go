@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/throttle"
 )
 
 const rlsUsage = `Usage: ratelimit rls --config PATH [flags]
@@ -127,7 +129,7 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.countOnlyAdmitted, "count-only-admitted", false, "the reference's fixed windows count only the hits they admit (the reference counts refused hits too)")
 	fs.IntVar(&c.refusalCache, "refusal-cache", 0, "remember up to this many over-limit counters in this process until their window ends, answering them without asking the store (0: off)")
 	fs.BoolVar(&c.mergeDomains, "merge-domains", false, "let several files configure one domain (the reference's MERGE_DOMAIN_CONFIG)")
-	fs.IntVar(&c.maxKeys, "max-keys", 1_000_000, "without --redis: remember at most this many counters (the least recently used are forgotten)")
+	fs.IntVar(&c.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: the most keys the additions' algorithms keep (the least recently used are forgotten first); the reference's windows are dropped when they end")
 	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rlsUsage)

@@ -136,4 +136,11 @@ func TestRLSRedisCluster(t *testing.T) {
 	assert.Equal(t, []uint32{9, 9}, remaining(a))
 	assert.Equal(t, []uint32{8, 8}, remaining(b))
 	assert.Equal(t, []uint32{7, 7}, remaining(a))
+
+	// A single-server URL for a Cluster node is a misconfiguration:
+	// exit status 2 at start, not MOVED answers forever.
+	stdout, stderr, code := runBinary(t, buildBinary(t), "", "rls", "--config", cfg, "--redis", "redis://"+c.Addrs()[0],
+		"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	assert.Equal(t, exitUsage, code, "stdout %q stderr %q", stdout, stderr)
+	assert.Contains(t, stderr, "node of a Redis Cluster")
 }

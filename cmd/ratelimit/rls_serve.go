@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/rls"
+	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // This file holds what rls serves: the gRPC service (with the standard
@@ -102,7 +102,7 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d counters)", c.maxKeys), func() {}, nil
+		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
 	}
 	redis.SetLogger(quietLogger{}) // store errors are counted, and logged by the service
 	client := c.newRedis()
@@ -113,6 +113,10 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
 	defer cancel()
+	if err := clusterNodeAsServer(ctx, client); err != nil {
+		client.Close()
+		return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+	}
 	if err := rs.Check(ctx); err != nil {
 		if misconfiguredRedis(err) {
 			client.Close()
@@ -123,9 +127,28 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
 }
 
+// errClusterNode: a single-server URL names a node of a Redis Cluster.
+var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
+
+// clusterNodeAsServer reports errClusterNode when a client for one server
+// talks to a Cluster node: the node would answer MOVED for every key in
+// another node's slots, an outage that no wait would end. A node that does
+// not answer is not this check's business (Check reports it).
+func clusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
+	c, ok := client.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err == nil && strings.Contains(info, "cluster_enabled:1") {
+		return errClusterNode
+	}
+	return nil
+}
+
 // misconfiguredRedis: Redis answered with an error no retry can fix.
 func misconfiguredRedis(err error) bool {
-	return errors.Is(err, rls.ErrMisconfigured) || distributed.IsMisconfiguration(err)
+	return errors.Is(err, rls.ErrMisconfigured) || errors.Is(err, throttle.ErrMisconfigured)
 }
 
 // rlsHealth is the state /healthcheck and the gRPC health service report.
@@ -199,13 +222,28 @@ func jsonHandler(svc rlsv3.RateLimitServiceServer) http.Handler {
 	})
 }
 
-// countInFlight counts the requests h is answering in n.
-func countInFlight(n *atomic.Int64, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		defer n.Add(-1)
-		h.ServeHTTP(w, r)
-	})
+// rlsAnswerer is a function serving as the RateLimitServiceServer.
+type rlsAnswerer func(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
+
+func (f rlsAnswerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return f(ctx, req)
+}
+
+// storeErrorLog logs the calls the store failed: the first and then one in
+// 1000, so that a dead Redis is said on standard error without flooding
+// it at the call rate (ratelimit_rls_store_errors counts them all).
+type storeErrorLog struct {
+	log *log.Logger
+	n   atomic.Int64
+}
+
+func (l *storeErrorLog) note(err error) {
+	if status.Code(err) != codes.Unavailable {
+		return
+	}
+	if n := l.n.Add(1); n%1000 == 1 {
+		l.log.Printf("store error (%d so far, answering UNAVAILABLE): %v", n, status.Convert(err).Message())
+	}
 }
 
 // serve runs the service until ctx ends, then drains it.
@@ -266,16 +304,21 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	hl := &rlsHealth{grpc: health.NewServer()}
 	hl.set(true)
 	var inFlight atomic.Int64
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	logged := &storeErrorLog{log: errLog}
+	// What both faces call: counted in flight, store failures logged.
+	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		inFlight.Add(1)
 		defer inFlight.Add(-1)
-		return handler(ctx, req)
-	}))
-	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+		resp, err := svc.ShouldRateLimit(ctx, req)
+		logged.note(err)
+		return resp, err
+	})
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.grpc)
 
 	mux := http.NewServeMux()
-	mux.Handle("POST /json", countInFlight(&inFlight, jsonHandler(svc)))
+	mux.Handle("POST /json", jsonHandler(answer))
 	mux.Handle("/healthcheck", hl)
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
 	servers := []*http.Server{httpSrv}

@@ -30,12 +30,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-
-	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
 // rlsWait bounds every wait for a condition: generous, since the machine
@@ -80,9 +76,16 @@ var rlsBanner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:,
 // override) and the extra environment env, and waits for its banner.
 func startRLS(t *testing.T, env []string, args ...string) *rlsProc {
 	t.Helper()
+	return launchRLS(t, env, append([]string{"rls", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--metrics", "127.0.0.1:0", "--reload-interval", "20ms"}, args...))
+}
+
+// launchRLS runs the binary with exactly full and the extra environment
+// env, and waits for its banner.
+func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
+	t.Helper()
 	bin := buildBinary(t)
-	full := append([]string{"rls", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-		"--reload-interval", "20ms"}, args...)
+	args := full[1:]
 	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = &p.stderr
@@ -404,163 +407,6 @@ func TestRLSFlagErrors(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%q: %q", tc.args, stderr.String())
 		assert.Contains(t, stderr.String(), tc.want, "%q", tc.args)
 	}
-}
-
-// TestRLSRedisKilled: Redis killed under the service answers UNAVAILABLE
-// at once (within --store-timeout, not the reference's 10 s) and counts
-// store errors; once Redis is back on the same port, calls are answered
-// again.
-func TestRLSRedisKilled(t *testing.T) {
-	srv := redistest.Start(t)
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "200ms")
-	ctx := t.Context()
-	resp, err := p.call(ctx, "test", "k=x")
-	require.NoError(t, err)
-	assert.Equal(t, uint32(99), resp.Statuses[0].LimitRemaining)
-
-	srv.Kill()
-	start := time.Now()
-	_, err = p.call(ctx, "test", "k=x")
-	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
-	// Far below the reference's 10 s; generous against a busy machine.
-	assert.Less(t, time.Since(start), 5*time.Second)
-	assert.GreaterOrEqual(t, p.metric("ratelimit_rls_store_errors"), int64(1))
-
-	srv.Restart()
-	require.Eventually(t, func() bool {
-		_, err := p.call(ctx, "test", "k=x")
-		return err == nil
-	}, rlsWait, 20*time.Millisecond, "no answer after Redis restarted; stderr: %s", p.stderr.String())
-}
-
-// TestRLSRedisMisconfigured: a Redis that answers but is set up wrong (a
-// wrong password, a database it does not have, a cluster URL for a single
-// server) stops the command at start with exit status 2 and one line.
-func TestRLSRedisMisconfigured(t *testing.T) {
-	srv := redistest.Start(t)
-	srv.CLI("CONFIG", "SET", "requirepass", "secret")
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
-	bin := buildBinary(t)
-	for _, url := range []string{
-		"redis://" + srv.Addr() + "/0",
-		"redis://:wrong@" + srv.Addr() + "/0",
-		"redis://:secret@" + srv.Addr() + "/99",
-		"redis+cluster://:secret@" + srv.Addr(),
-	} {
-		stdout, stderr, code := runBinary(t, bin, "", "rls", "--config", cfg, "--redis", url,
-			"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
-		assert.Equal(t, exitUsage, code, "%s: stdout %q stderr %q", url, stdout, stderr)
-		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%s: %q", url, stderr)
-		assert.Contains(t, stderr, "set up wrong", url)
-		assert.NotContains(t, stderr, "secret", "the password is not printed")
-	}
-}
-
-// TestRLSEnvironment: with no flags, the reference's variables place the
-// configuration (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY),
-// the ports and Redis (REDIS_SOCKET_TYPE, REDIS_URL, REDIS_AUTH).
-func TestRLSEnvironment(t *testing.T) {
-	srv := redistest.Start(t)
-	srv.CLI("CONFIG", "SET", "requirepass", "secret")
-	root := t.TempDir()
-	dir := filepath.Join(root, "sub", "ratelimit")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	writeFile(t, filepath.Join(dir, "config.yaml"), fmt.Sprintf(perDay, 3))
-	env := []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=sub", "RUNTIME_APPDIRECTORY=ratelimit",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + srv.Addr(), "REDIS_AUTH=secret", "LIMIT_RESPONSE_HEADERS_ENABLED=true",
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0"}
-	// No flag at all: startRLS's would win over the variables.
-	q := startBare(t, env)
-	resp, err := q.call(t.Context(), "test", "k=x")
-	require.NoError(t, err)
-	assert.Equal(t, uint32(2), resp.Statuses[0].LimitRemaining)
-	assert.Equal(t, uint32(3), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())
-	var names []string
-	for _, h := range resp.ResponseHeadersToAdd {
-		names = append(names, h.Key)
-	}
-	assert.Contains(t, names, "RateLimit-Remaining")
-	// The count is in Redis, under the reference's key layout.
-	assert.Contains(t, srv.CLI("-a", "secret", "--no-auth-warning", "KEYS", "*"), "test_k_x_")
-}
-
-// startBare starts `ratelimit rls` with no flags at all, configured by env
-// alone.
-func startBare(t *testing.T, env []string) *rlsProc {
-	t.Helper()
-	bin := buildBinary(t)
-	p := &rlsProc{t: t, cmd: exec.Command(bin, "rls"), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = &p.stderr
-	out, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	line := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(out)
-		s, _ := r.ReadString('\n')
-		line <- s
-		_, _ = io.Copy(io.Discard, r)
-	}()
-	select {
-	case s := <-line:
-		m := rlsBanner.FindStringSubmatch(s)
-		require.NotNil(t, m, "banner %q; stderr %s", s, p.stderr.String())
-		p.grpcAddr, p.httpURL = m[1], m[2]
-	case <-time.After(rlsWait):
-		t.Fatalf("no banner; stderr: %s", p.stderr.String())
-	}
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	p.client = rlsv3.NewRateLimitServiceClient(conn)
-	return p
-}
-
-// TestRLSGracefulStop: calls in flight when SIGTERM arrives (held by a
-// paused Redis) are answered, not cut, and the process then exits 0; the
-// health check reports failure meanwhile.
-func TestRLSGracefulStop(t *testing.T) {
-	srv := redistest.Start(t)
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "30s")
-	ctx := t.Context()
-	_, err := p.call(ctx, "test", "k=x") // connects the pool
-	require.NoError(t, err)
-
-	srv.Pause()
-	const n = 4
-	errs := make(chan error, n)
-	for range n {
-		go func() {
-			resp, err := p.call(ctx, "test", "k=x")
-			if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
-				err = fmt.Errorf("answer %v", resp.OverallCode)
-			}
-			errs <- err
-		}()
-	}
-	p.waitMetric("ratelimit_rls_calls_in_flight", n)
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "shutting down") },
-		rlsWait, 10*time.Millisecond)
-	srv.Resume()
-	for range n {
-		assert.NoError(t, <-errs)
-	}
-	assert.Equal(t, exitOK, p.wait(), "stderr: %s", p.stderr.String())
 }
 
 // TestRLSResolve: how flags and the reference's variables combine: a flag
