@@ -48,7 +48,9 @@ func (s *Server) Restart() error {
 	if err != nil {
 		return err
 	}
+	name := s.Name
 	*s = *n
+	s.Name = name
 	return nil
 }
 
