@@ -4,7 +4,10 @@
 // the reference's environment variables (src/settings/settings.go).
 //
 // It is a module of its own because the reference pins older versions of
-// gRPC and go-control-plane than the project uses.
+// gRPC and go-control-plane than the project uses. bench/rlsbench builds
+// it; by hand:
+//
+//	cd bench/envoyref && go build -o ../.bin/envoyref .
 package main
 
 import (

@@ -19,7 +19,7 @@ var (
 	batchesFlag = flag.Int("rls.batches", 20, "batches (one second each) per configuration")
 	callsFlag   = flag.Int("rls.calls", 12, "calls per batch")
 	seedFlag    = flag.Uint64("rls.seed", 0, "random seed (0: from the clock; the seed is logged)")
-	storesFlag  = flag.String("rls.stores", "redis,memory", "our stores to compare with the reference")
+	storesFlag  = flag.String("rls.stores", "redis,memory,env", "ours to compare with the reference: redis, memory (by flags), env (no flags, the reference's environment, on Redis)")
 	showFlag    = flag.Int("rls.show", 15, "mismatching calls printed per configuration")
 	envFlag     = flag.String("rls.ours-env", "", "extra environment (comma-separated) of the servers compared with the reference, e.g. STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true with -rls.ours ref to see the harness catch a difference")
 	argsFlag    = flag.String("rls.ours-args", "", "extra flags of ours, comma-separated (e.g. --store-timeout=1s on a loaded machine)")
@@ -122,20 +122,25 @@ func TestDifferential(t *testing.T) {
 				if *argsFlag != "" {
 					o.Args = strings.Split(*argsFlag, ",")
 				}
-				if store == "redis" {
+				if store == "redis" || store == "env" {
 					o.Redis = redisFor() // a server of its own: no shared keys
 				}
 				var s *Server
-				if *oursFlag == "ref" {
+				switch {
+				case *oursFlag == "ref":
 					if o.Redis == "" {
 						continue
 					}
 					s, err = StartReference(ours, o)
 					if s != nil {
-						s.Name = "reference#2"
+						s.Name = "reference#" + store
 					}
-				} else {
+				case store == "env":
+					s, err = StartOursAsReference(ours, o)
+				case store == "redis" || store == "memory":
 					s, err = StartOurs(ours, o)
+				default:
+					t.Fatalf("-rls.stores: unknown %q", store)
 				}
 				if err != nil {
 					t.Fatalf("%s: %v", store, err)

@@ -48,7 +48,9 @@ func (s *Server) Restart() error {
 	if err != nil {
 		return err
 	}
+	name := s.Name
 	*s = *n
+	s.Name = name
 	return nil
 }
 
@@ -113,6 +115,27 @@ next:
 // (src/settings/settings.go). Its stats go nowhere (DISABLE_STATS), as
 // ours are not scraped: both serve calls and nothing else.
 func StartReference(bin string, o Options) (*Server, error) {
+	s, err := startWithReferenceEnv("reference", bin, nil, o)
+	if err != nil {
+		return nil, err
+	}
+	s.restart = func() (*Server, error) { return StartReference(bin, o) }
+	return s, nil
+}
+
+// StartOursAsReference starts `ratelimit rls` without flags, with the
+// reference's environment: a deployment that swaps the image and keeps
+// its manifests.
+func StartOursAsReference(bin string, o Options) (*Server, error) {
+	s, err := startWithReferenceEnv("ours/env", bin, []string{"rls"}, o)
+	if err != nil {
+		return nil, err
+	}
+	s.restart = func() (*Server, error) { return StartOursAsReference(bin, o) }
+	return s, nil
+}
+
+func startWithReferenceEnv(name, bin string, args []string, o Options) (*Server, error) {
 	if o.Redis == "" {
 		return nil, errors.New("the reference needs Redis")
 	}
@@ -134,12 +157,11 @@ func StartReference(bin string, o Options) (*Server, error) {
 		"LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(o.Headers),
 	)
 	env = append(env, o.Env...)
-	s, err := start("reference", bin, nil, env, ports[1], ports[0], o.Conns)
+	s, err := start(name, bin, args, env, ports[1], ports[0], o.Conns)
 	if err != nil {
 		return nil, err
 	}
 	s.Redis = o.Redis
-	s.restart = func() (*Server, error) { return StartReference(bin, o) }
 	return s, nil
 }
 

@@ -35,6 +35,9 @@ name by accident must not share one limit; with --join it joins anyway and
 adopts the stored rate. Redis URLs:
   redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
   redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
+The password is better given with --redis-password-file or $REDIS_PASSWORD
+than in the URL, which every user of the machine can read on the command
+line.
 When Redis cannot be reached, a process fails open by default: it spends
 the permits it already holds, then runs alone at --safe-rate, or at RATE
 divided by the number of processes Redis last reported, and shares again as
@@ -55,6 +58,10 @@ type redisFlags struct {
 	failClosed bool
 	safeRate   string
 	join       bool
+	// passwordFile holds Redis's password, so that it need not be in
+	// the URL on the command line, where every user of the machine can
+	// read it; $REDIS_PASSWORD does the same.
+	passwordFile string
 }
 
 // register adds the flags to fs; unit names what the command's rate counts
@@ -64,6 +71,7 @@ func (f *redisFlags) register(fs *flag.FlagSet, unit string) {
 	fs.BoolVar(&f.join, "join", false, "with --redis: join --name even if it holds another rate, kind or unit, adopting them (else exit status 2)")
 	fs.StringVar(&f.url, "redis", "", "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
 	fs.StringVar(&f.name, "name", "", "with --redis: the shared limit's `name`; processes with the same name share one rate")
+	fs.StringVar(&f.passwordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "with --redis: stop (exit status 1) when Redis cannot be reached, instead of carrying on at a fallback rate")
 	fs.StringVar(&f.safeRate, "safe-rate", "", "with --redis: this process's `rate` while Redis cannot be reached (default: RATE divided by the processes Redis last reported; needed to start while Redis is down)")
 }
@@ -86,7 +94,7 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 		for _, used := range []struct {
 			set  bool
 			flag string
-		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}} {
+		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}, {f.passwordFile != "", "--redis-password-file"}} {
 			if used.set {
 				return nil, fmt.Errorf("%s only applies to a limit shared through Redis: add --redis URL", used.flag)
 			}
@@ -97,9 +105,12 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 		return nil, errors.New("--redis needs --name: the processes that share a limit find it by name, e.g. --name uploads")
 	}
 	c := &sharedConfig{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed}
-	var err error
-	if c.newClient, c.where, err = parseRedisURL(f.url, ""); err != nil {
-		return nil, fmt.Errorf("--redis %q: %w", f.url, err)
+	password, err := redisPassword(f.passwordFile)
+	if err != nil {
+		return nil, err
+	}
+	if c.newClient, c.where, err = parseRedisURL(f.url, password); err != nil {
+		return nil, fmt.Errorf("--redis %q: %w", redactURL(f.url), err)
 	}
 	if f.safeRate != "" {
 		if f.failClosed {
