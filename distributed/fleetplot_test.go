@@ -430,7 +430,7 @@ func fleetChart(r fleetRun) *plotChart {
 	return c
 }
 
-// A small hand-written SVG line chart in the style of cmd/plots (which is
+// A small hand-written SVG line chart in the style of bench/cmd/plots (which is
 // a main package and cannot be imported): linear axes, lines, shaded bands
 // with a label, dashed vertical guides and a legend under the plot.
 type plotChart struct {

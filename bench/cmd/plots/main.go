@@ -4,8 +4,8 @@
 //
 // Run it from the root of the module:
 //
-//	go run ./cmd/plots            # writes docs/warmup-curve.svg and docs/cold-start.svg
-//	go run ./cmd/plots -dir /tmp  # somewhere else
+//	cd bench && go run ./cmd/plots    # writes docs/warmup-curve.svg and docs/cold-start.svg
+//	cd bench && go run ./cmd/plots -dir /tmp  # somewhere else
 //
 // It writes SVG by hand with the standard library. Before drawing the
 // warm-up curve it checks the closed form of the curve against the prices
@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "docs", "directory to write the SVG files into")
+	dir := flag.String("dir", "../docs", "directory to write the SVG files into")
 	flag.Parse()
 	if err := writeAll(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, "plots:", err)

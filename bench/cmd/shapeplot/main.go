@@ -6,8 +6,8 @@
 //
 // Run it from the root of the module:
 //
-//	go run ./cmd/shapeplot            # writes docs/shaping.svg, prints the tables
-//	go run ./cmd/shapeplot -dir /tmp  # somewhere else
+//	cd bench && go run ./cmd/shapeplot    # writes docs/shaping.svg, prints the tables
+//	cd bench && go run ./cmd/shapeplot -dir /tmp  # somewhere else
 //
 // The SVG is written by hand with the standard library.
 package main
@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "docs", "directory to write shaping.svg into")
+	dir := flag.String("dir", "../docs", "directory to write shaping.svg into")
 	flag.Parse()
 	if err := run(*dir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "shapeplot:", err)

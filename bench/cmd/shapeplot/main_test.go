@@ -19,12 +19,12 @@ func TestSVGUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join("..", "..", "docs", "shaping.svg"))
+	want, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "shaping.svg"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Error("docs/shaping.svg is stale: run go run ./cmd/shapeplot from the module root")
+		t.Error("docs/shaping.svg is stale: run go run ./cmd/shapeplot in bench/")
 	}
 }
 

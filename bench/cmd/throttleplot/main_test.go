@@ -22,12 +22,12 @@ func TestSVGUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join("..", "..", "docs", "throttle.svg"))
+	want, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "throttle.svg"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Error("docs/throttle.svg is stale: run go run ./cmd/throttleplot from the module root")
+		t.Error("docs/throttle.svg is stale: run go run ./cmd/throttleplot in bench/")
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 
 // The committed figures must be what the program draws today: a change to
 // the engine that moves a curve must come with regenerated plots
-// (go run ./cmd/plots).
+// (cd bench && go run ./cmd/plots).
 func TestCommittedPlotsAreCurrent(t *testing.T) {
 	dir := t.TempDir()
 	if err := writeAll(dir); err != nil {
@@ -27,12 +27,12 @@ func TestCommittedPlotsAreCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkSVG(t, name, got)
-		committed, err := os.ReadFile(filepath.Join("..", "..", "docs", name))
+		committed, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", name))
 		if err != nil {
 			t.Fatalf("docs/%s: %v", name, err)
 		}
 		if !bytes.Equal(got, committed) {
-			t.Errorf("docs/%s is stale: run go run ./cmd/plots from the module root", name)
+			t.Errorf("docs/%s is stale: run go run ./cmd/plots in bench/", name)
 		}
 	}
 }

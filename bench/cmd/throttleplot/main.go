@@ -7,8 +7,8 @@
 //
 // Run it from the root of the module:
 //
-//	go run ./cmd/throttleplot            # writes docs/throttle.svg, prints the table
-//	go run ./cmd/throttleplot -dir /tmp  # somewhere else
+//	cd bench && go run ./cmd/throttleplot    # writes docs/throttle.svg, prints the table
+//	cd bench && go run ./cmd/throttleplot -dir /tmp  # somewhere else
 //
 // The SVG is written by hand with the standard library.
 package main
@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "docs", "directory to write throttle.svg into")
+	dir := flag.String("dir", "../docs", "directory to write throttle.svg into")
 	flag.Parse()
 	if err := run(*dir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "throttleplot:", err)
