@@ -131,7 +131,7 @@ func (l *Limiter) made() bool { return l.tick != 0 }
 //
 // With the default clock, where the processor's time-stamp counter is the
 // kernel's clocksource (internal/tsc), the reading is the counter read
-// without a fence: 10 ns where time.Since costs 26 (internal/tsc's
+// without a fence, about a third of what time.Since costs (internal/tsc's
 // BenchmarkClock), but the processor may take it a little before the
 // memory references that precede it (a fraction of a microsecond). For a
 // grant that is harmless: the call is served as if it had come at the

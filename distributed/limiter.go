@@ -222,7 +222,7 @@ type orderedClock interface {
 
 // elapsedFast is elapsed for the hot path's first reading: with the
 // default clock, where the processor's counter is the kernel's clock, the
-// counter read without a fence (about 10 ns where time.Since costs 26:
+// counter read without a fence (about a third of what time.Since costs:
 // internal/tsc's BenchmarkClock), which the processor may take a little
 // before the memory references that precede it (as the root Limiter does:
 // ratelimit.Limiter's elapsed).

@@ -46,9 +46,8 @@ func debited(ctx context.Context, c *redis.Client, key string) (float64, error) 
 // sampler was held up (with other packages' tests on both cores, a CI
 // rehearsal once saw 241 permits, 120 ms at this rate, with a p99 of 2),
 // not the replica. The replica's own process can be held up too: with the
-// other packages' tests on both cores a CI rehearsal (24 Nov) measured a
-// worst sample of 550 permits (275 ms behind) with a median and a p99 of
-// 0. That is what the bound's "+ R × replication lag" term is for, but it
+// other packages' tests on both cores a CI rehearsal saw a worst sample
+// of 550 permits (275 ms behind) with a median and a p99 of 0. That is what the bound's "+ R × replication lag" term is for, but it
 // measures the machine's scheduling, not the design; so the design's
 // claim is checked at the 99th percentile (within one lease per process),
 // and the worst sample only against a replica a whole second behind.

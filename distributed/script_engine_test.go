@@ -73,9 +73,8 @@ func TestScriptMatchesEngine(t *testing.T) {
 	// A rescale that rounds past the new capacity: a full bucket of 2.5 s
 	// at 7/s holds 17.5 permits, and 17.5·30.357142857142854/17.5 is one
 	// ulp above 30.357142857142854, the capacity at 85/7 per second. The
-	// Go engine caps it; engine.lua did not until 24 Nov (found when the
-	// random walk above, on 386, where math.Exp rounds differently, took
-	// another path).
+	// Go engine caps it, and engine.lua must too (the random walk above
+	// takes this path on 386, where math.Exp rounds differently).
 	e := &engineScript{t: t, c: c, s: sc, key: "engine-overshoot"}
 	g := smooth.NewBursty(smooth.Microsecond, 2.5, 7, 0)
 	e.run("new", int64(0), "b", f64(2.5), int64(0), f64(0), f64(7))

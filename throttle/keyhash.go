@@ -13,9 +13,9 @@ import (
 // shard's probe sequence. Written out here rather than taken from
 // hash/maphash, whose String goes through three calls (maphash.String,
 // rthashString, memhash) before the AES code: for the short keys of a
-// limiter that was 67 of a decision's 429 instructions, and the fewer
+// limiter those calls are a large part of a decision, and the fewer
 // instructions a decision runs, the sooner the next one's memory
-// references begin (bench/keyed/instructions.sh).
+// references begin (bench/keyed/instructions.sh counts them).
 
 // hashSeed is a store's secret key for keyHash.
 type hashSeed [4]uint64

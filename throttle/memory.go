@@ -106,17 +106,16 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 // minShardKeys) keys (TestMemoryNoEvictionBelowShardSize). With keys
 // spread by a good hash, the fullest of n shards holds about
 // m + sqrt(2 m ln n) keys when the mean is m, so the first eviction comes
-// at 0.91 full for 128 shards of 1024 (0.90 measured), 0.89 for 1024 of
+// at 0.91 full for 128 shards of 1024 (0.90 in that test), 0.89 for 1024 of
 // 1024, 0.97 for 128 of 8192 (the default store on two processors).
 const minShardKeys = 1024
 
 // shardCount is a power of two: 64 shards per processor (at least 64, at
 // most 1024), so parallel decisions seldom meet on a lock, but never so
 // many that a shard holds fewer than minShardKeys keys (so a small store
-// has one shard). (Eight per processor, as before 24 Nov, let two
-// processors meet on one lock often enough to show: on 100 000 keys from
-// two goroutines a decision took about an eighth longer, alternated runs
-// of bench/keyed, 05:16 UTC.)
+// has one shard). With fewer shards per processor, two processors meet on
+// one lock often enough to slow parallel decisions down (bench/keyed's
+// KeyedParallel).
 func shardCount(maxKeys, procs int) int {
 	n := 1 << bits.Len(uint(max(64, 64*procs)-1))
 	n = min(n, 1024)
@@ -150,8 +149,8 @@ func (s *MemoryStore) now() (int64, error) {
 			// The counter may read a little behind the anchor: another
 			// processor's, or read before the anchor was (nothing orders
 			// the two). That is the anchor's own time. (tsc's Anchor.elapsed
-			// does the same; written out here, the decision runs about five
-			// fewer instructions: bench/keyed/instructions.sh.)
+			// does the same; written out here, the decision runs a few
+			// instructions fewer: bench/keyed/instructions.sh.)
 			d := int64(tsc.Read() - a.TSC)
 			if d < 0 && d > -int64(a.MaxTicks>>10) {
 				d = 0
@@ -284,7 +283,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 		// division by den (ResetAfter's ceiling is the new TAT's quotient,
 		// rounded up) and the Decision it zeroes and fills field by field.
 		// Here in allow, not in a function of its own: that call and the
-		// registers it spilled cost 26 instructions per decision. used is
+		// registers it would spill cost instructions on every decision. used is
 		// read only when n ≤ burst, when it cannot have overflowed.
 		n := int64(n)
 		var e *memEntry

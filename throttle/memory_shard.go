@@ -312,11 +312,10 @@ func tag(h uint64) uint32 { return uint32(h >> 32) }
 // from [0, 2³²) to [0, n).
 func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 
-// lookup returns the key's position, or none. h is the key's hash. It is
-// above the compiler's inlining budget since the entry became 32 bytes (the
-// identity is computed here); a variant that took the identity from its
-// caller was inlined into allow, and the decision then ran 548 instructions,
-// against 543 without it (bench/keyed/instructions.sh, 25 Nov): not kept.
+// lookup returns the key's position, or none. h is the key's hash. It
+// computes the key's identity itself and is therefore not inlined into
+// allow: inlining it (with the identity computed by the caller) makes a
+// decision run more instructions, not fewer (bench/keyed/instructions.sh).
 func (s *shard) lookup(h uint64, k memKey) int32 {
 	id := identity(h, k)
 	for pos := home(uint32(h>>32), len(s.entries)); ; pos++ {

@@ -27,8 +27,8 @@
 --          nothing is to be written (a peek, or n > burst: never fits)
 --   den    units per µs
 --   minttl the TTL floor in ms (1000: redis-cell #50)
---   tau    the token bucket's size in units (tb_debt.lua reads it: one
---          double fewer to unpack costs the others about 600 instructions)
+--   tau    the token bucket's size in units (only tb_debt.lua reads it,
+--          last, so that GCRA and the leaky bucket unpack one double fewer)
 -- The state: prelude.lua's (STATE), three integers a, b, c, c = den when
 -- written (0: no state), checked the same way; what a and b hold is the
 -- algorithm's (algorithms.go's state).
