@@ -509,7 +509,14 @@ func (c *plotChart) svg() string {
 		x0 := c.px(band.from)
 		fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%.1f" height="%d" fill="%s"/>`+"\n", x0, top, (band.to-band.from)/c.xMax*plotInnerW, plotH, band.color)
 		mid := plotMarginL + (band.from+band.to)/2/c.xMax*plotInnerW
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#733">%s</text>`+"\n", mid, plotMarginT-8, html.EscapeString(band.label))
+		// A label wider than its band (about 7.5 units a character at
+		// font-size 13) starts at the band's left edge instead, so that it
+		// does not run into the label of the band before it.
+		lx, anchor := mid, "middle"
+		if w := (band.to - band.from) / c.xMax * plotInnerW; 7.5*float64(len(band.label)) > w {
+			lx, anchor = plotMarginL+band.from/c.xMax*plotInnerW+3, "start"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s" fill="#733">%s</text>`+"\n", lx, plotMarginT-8, anchor, html.EscapeString(band.label))
 		for j, line := range strings.Split(band.note, "\n") {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="12" text-anchor="middle" fill="#733">%s</text>`+"\n", mid, plotMarginT+18+15*j, html.EscapeString(line))
 		}

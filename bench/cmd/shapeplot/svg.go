@@ -11,7 +11,7 @@ const (
 	width, height = 900, 420
 	left, right   = 80, 20
 	top, bottom   = 50, 110
-	yMax          = 550_000 // bytes per bin on the top of the plot
+	yMax          = 700_000 // bytes per bin on the top of the plot, above the event labels' rows
 )
 
 func px(t float64) float64 { // t in seconds
@@ -44,24 +44,21 @@ func writeSVG(w io.Writer, runs []streamRun) {
 	fmt.Fprintf(&b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">bytes per 100 ms</text>`+"\n", py(yMax/2))
 
 	// Events, from the first run (both runs follow the same script, but the
-	// unchunked one reaches each event at a Write boundary of its own).
+	// unchunked one reaches each event at a Write boundary of its own). Each
+	// label has a row of its own, right of its line, so that labels of
+	// events close in time never overlap.
 	r0 := runs[0]
-	for _, ev := range []struct {
+	for i, ev := range []struct {
 		at   float64
 		text string
-		left bool // label on the left of the line
 	}{
-		{r0.rateAt.Seconds(), "SetRate(2 MB/s)", false},
-		{r0.pausedAt.Seconds(), "producer pauses for 1 s", false},
-		{r0.resumeAt.Seconds(), "resumes: stored bytes go at once", true},
+		{r0.rateAt.Seconds(), "SetRate(2 MB/s)"},
+		{r0.pausedAt.Seconds(), "producer pauses for 1 s"},
+		{r0.resumeAt.Seconds(), "resumes: stored bytes go at once"},
 	} {
 		x := px(ev.at)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#888" stroke-dasharray="4 3"/>`+"\n", x, py(0), x, py(yMax))
-		tx, anchor := x+4, "start"
-		if ev.left {
-			tx, anchor = x-4, "end"
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555" text-anchor="%s">%s</text>`+"\n", tx, py(yMax)+14, anchor, ev.text)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555" text-anchor="start">%s</text>`+"\n", x+4, py(yMax)+14+14*float64(i), ev.text)
 	}
 
 	// The series, as steps: each bin is a horizontal segment.
