@@ -9,7 +9,7 @@ import (
 // Plot geometry, in SVG user units: one panel per algorithm, stacked.
 const (
 	width        = 900
-	left, right  = 130, 20
+	left, right  = 150, 20
 	top          = 50
 	panel, gap   = 70, 14
 	yMax         = 20 // requests per bin at the top of a panel
@@ -32,7 +32,8 @@ func writeSVG(w io.Writer, offered []int, runs []algRun) {
 	for i, r := range runs {
 		y0 := float64(top + i*(panel+gap)) // top of the panel
 		py := func(v int) float64 { return y0 + panel - float64(min(v, yMax))/yMax*panel }
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" font-weight="bold">%v</text>`+"\n", left-10, y0+panel/2+4, r.alg)
+		// The row's name ends well left of the tick labels (px(0)-4, right-aligned).
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" font-weight="bold">%v</text>`+"\n", left-30, y0+panel/2+4, r.alg)
 		for _, v := range []int{0, 10, 20} {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`+"\n", px(0), py(v), px(float64(nBins)), py(v))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="10">%d</text>`+"\n", px(0)-4, py(v)+3, v)
