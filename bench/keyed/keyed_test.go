@@ -152,9 +152,8 @@ var peers = []peer{
 	// do, the processor overlaps the reads of many keys); floor-map finds
 	// the key in Go's own map (no clock, no lock, no
 	// arithmetic, no write), the cheapest "where is this key's state?";
-	// floor-map64 does the same with 64-byte values (ours kept 64 bytes
-	// per key until 25 Nov, 32 since), which is what such a footprint
-	// alone costs.
+	// floor-map64 does the same with 64-byte values (twice our 32-byte
+	// entry), which is what such a footprint alone costs.
 	{"floor-hash", func(b *testing.B) decider {
 		seed := maphash.MakeSeed()
 		return func(key string) bool { return maphash.String(seed, key) != 0 }

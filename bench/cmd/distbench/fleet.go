@@ -238,8 +238,8 @@ func peersAtRate(admin *redis.Client, addr string, perSec float64, d time.Durati
 	rr := redis_rate.NewLimiter(client)
 	// 10^6 per second, not 10^9: at 10^9 redis_rate's increment (10^-9 s)
 	// vanishes in its float TAT and it skips its SET on every call
-	// (bench/distbench's scriptRate). Before 24 Nov 04:40 UTC it ran at
-	// 10^9, without its write.
+	// (bench/distbench's scriptRate), which would make it a read-only
+	// script rather than a decision.
 	lim := redis_rate.Limit{Rate: 1e6, Burst: 1e6, Period: time.Second}
 	peer, err = scriptAtRate(admin, perSec, d, func(ctx context.Context) error {
 		_, err := rr.AllowN(ctx, "fleet-peer", lim, 1)

@@ -89,8 +89,8 @@ func write(out io.Writer, rounds []report.Round, order []string) int {
 
 // floors are the bench's rows that are not limiters but parts of every
 // decision: reading and hashing the caller's key, finding it in Go's map,
-// and finding it there when each key takes 64 bytes, as ours did until
-// 25 Nov (32 since).
+// and finding it there when each key takes 64 bytes (twice our 32-byte
+// entry).
 var floors = []string{"floor-hash", "floor-map", "floor-map64"}
 
 // writeFloors prints, per group, the floors' medians next to ours and to

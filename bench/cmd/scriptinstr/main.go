@@ -25,8 +25,8 @@
 //
 //   - "short": 10^6 per second, so each key is back to full within a
 //     microsecond and the TTL is the floor (1 s; throttle sends it as a
-//     string). Not 10^9, as before 24 Nov: redis_rate's increment of
-//     10^-9 s vanished in its float TAT (seconds since 2017, ulp about
+//     string). Not 10^9: there redis_rate's increment of
+//     10^-9 s vanishes in its float TAT (seconds since 2017, ulp about
 //     6·10^-8 s), so it skipped its SET on every call, and the row
 //     compared our script, write included, with its script without one.
 //     Every row now checks that each call wrote (Redis's count of changes).
