@@ -27,9 +27,9 @@
 //     microsecond and the TTL is the floor (1 s; throttle sends it as a
 //     string). Not 10^9: there redis_rate's increment of
 //     10^-9 s vanishes in its float TAT (seconds since 2017, ulp about
-//     6·10^-8 s), so it skipped its SET on every call, and the row
-//     compared our script, write included, with its script without one.
-//     Every row now checks that each call wrote (Redis's count of changes).
+//     6·10^-8 s), so it would skip its SET on every call, and the row
+//     would compare our script, write included, with its script without
+//     one. Every row checks that each call wrote (Redis's count of changes).
 //   - "long": 1000 per second with a burst of 10^6, the key first filled
 //     with 10 000 (10 s of debt), so every write sets a TTL above the
 //     floor.
