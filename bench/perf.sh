@@ -11,6 +11,7 @@
 #	COUNT=1 REPS=1 WINDOW=100ms D=200ms BENCHTIME=20ms KEYED_COUNT=1 \
 #	KEYED_BENCHTIME=20ms REDIS_COUNT=1 REDIS_BENCHTIME=20ms DIST_COUNT=1 \
 #	DIST_BENCHTIME=20ms HTTP_COUNT=1 HTTP_BENCHTIME=20ms FLEET=1,16 \
+#	RLS_FLAGS='-d 300ms -warm 100ms' \
 #	./perf.sh /tmp/perf-try
 #
 # Outputs (Markdown, plus the raw `go test -bench` lines for benchstat):
@@ -26,7 +27,7 @@
 #	distributed.md  distributed TryAcquire vs local and redis_rate (bench/distbench)
 #	fleet.md      N processes on one name: Redis cost against fleet size
 #	http.md       httplimit middleware vs the Go peers, and ratelimit proxy
-#	rls.md        ratelimit rls vs envoyproxy/ratelimit, once bench/cmd/rlsbench exists
+#	rls.md        ratelimit rls vs envoyproxy/ratelimit (bench/cmd/rlsbench)
 #
 # Set ONLY to a space-separated list of parts to run just those, e.g.
 #	ONLY="keyed http" ./perf.sh
@@ -61,10 +62,9 @@ want redis && go run ./cmd/distbench -bench Keyed -count "${REDIS_COUNT:-11}" -b
 want distributed && go run ./cmd/distbench -count "${DIST_COUNT:-5}" -benchtime "${DIST_BENCHTIME:-1s}" -raw "$out/distributed_raw.txt" > "$out/distributed.md"
 want fleet && go run ./cmd/distbench -fleet "${FLEET:-1,16,256,1024}" > "$out/fleet.md"
 want http && go run ./cmd/httpbench -count "${HTTP_COUNT:-9}" -benchtime "${HTTP_BENCHTIME:-1s}" -raw "$out/http_raw.txt" > "$out/http.md"
-# Envoy's rate limit service against envoyproxy/ratelimit: the command is
-# bench/cmd/rlsbench, written alongside ratelimit rls; it is skipped until
-# it exists. It must print its table as Markdown on stdout like the others.
+# Envoy's rate limit service against envoyproxy/ratelimit (bench/cmd/rlsbench;
+# skipped in a tree that does not have it yet).
 if want rls && [ -d cmd/rlsbench ]; then
-	go run ./cmd/rlsbench ${RLS_FLAGS:-} > "$out/rls.md"
+	go run ./cmd/rlsbench ${RLS_FLAGS:--d 10s -rounds 3} > "$out/rls.md"
 fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
