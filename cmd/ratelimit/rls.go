@@ -38,6 +38,8 @@ State is kept in memory (one instance needs nothing else), or in Redis with
 --redis URL so that every instance shares one count:
   redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
   redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
+The password is better given with --redis-password-file or $REDIS_PASSWORD
+than in the URL, where every user of the machine can read it.
 A store that fails or takes longer than --store-timeout answers gRPC
 UNAVAILABLE at once, so that Envoy's failure_mode_deny decides. A Redis
 that answers but is set up wrong (a wrong password or database, a cluster
@@ -87,7 +89,8 @@ type rlsConfig struct {
 	grpcAddr          string
 	httpAddr          string
 	metricsAddr       string
-	redisURL          string // as given, for messages; "" for the memory store
+	redisURL          string // as given; "" for the memory store
+	redisPasswordFile string
 	newRedis          func() redis.UniversalClient
 	redisWhere        string
 	storeTimeout      time.Duration
@@ -121,6 +124,7 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.grpcAddr, "grpc", ":8081", "serve ShouldRateLimit (gRPC) on this `address`")
 	fs.StringVar(&c.httpAddr, "http", ":8080", "serve POST /json and GET /healthcheck on this `address`")
 	fs.StringVar(&redisURL, "redis", "", "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
+	fs.StringVar(&c.redisPasswordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 50*time.Millisecond, "answer UNAVAILABLE when the store takes longer than this `duration`")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
@@ -237,9 +241,17 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 			return errors.New("--redis needs a URL, e.g. redis://127.0.0.1:6379/0")
 		}
 		c.redisURL = redisURL
-		if c.newRedis, c.redisWhere, err = parseRedisURL(redisURL, ""); err != nil {
-			return fmt.Errorf("--redis %q: %v", redisURL, err)
+		password := env("REDIS_PASSWORD")
+		if c.redisPasswordFile != "" {
+			if password, err = redisPassword(c.redisPasswordFile); err != nil {
+				return err
+			}
 		}
+		if c.newRedis, c.redisWhere, err = parseRedisURL(redisURL, password); err != nil {
+			return fmt.Errorf("--redis %q: %v", redactURL(redisURL), err)
+		}
+	} else if c.redisPasswordFile != "" {
+		return errors.New("--redis-password-file only applies with --redis URL")
 	} else if u := env("REDIS_URL"); u != "" {
 		c.redisURL = u
 		if c.newRedis, c.redisWhere, err = redisFromEnv(u, lookup); err != nil {
@@ -309,9 +321,9 @@ func envBool(lookup func(string) (string, bool), name string) (bool, error) {
 func redisFromEnv(u string, lookup func(string) (string, bool)) (func() redis.UniversalClient, string, error) {
 	env := func(name string) string { v, _ := lookup(name); return v }
 	if strings.Contains(u, "://") {
-		nc, where, err := parseRedisURL(u, "")
+		nc, where, err := parseRedisURL(u, env("REDIS_PASSWORD"))
 		if err != nil {
-			return nil, "", fmt.Errorf("REDIS_URL %q: %v", u, err)
+			return nil, "", fmt.Errorf("REDIS_URL %q: %v", redactURL(u), err)
 		}
 		return nc, where, nil
 	}

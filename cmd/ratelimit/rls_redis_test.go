@@ -75,6 +75,14 @@ func TestRLSRedisMisconfigured(t *testing.T) {
 		assert.Contains(t, stderr, "set up wrong", url)
 		assert.NotContains(t, stderr, "secret", "the password is not printed")
 	}
+
+	// The right password, from a file rather than the URL, starts.
+	pw := filepath.Join(t.TempDir(), "redis-password")
+	writeFile(t, pw, "secret\n")
+	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--redis-password-file", pw)
+	resp, err := p.call(t.Context(), "test", "k=x")
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
 }
 
 // TestRLSEnvironment: with no flags, the reference's variables place the

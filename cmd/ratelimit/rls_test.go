@@ -400,6 +400,8 @@ func TestRLSFlagErrors(t *testing.T) {
 		{[]string{"--redis", "http://x"}, `--redis "http://x"`},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--max-keys", "5"}, "--max-keys applies to the memory store"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--redis", "redis://:hunter2@127.0.0.1:1/x"}, `--redis "redis://:xxxxx@127.0.0.1:1/x"`},
+		{[]string{"--redis-password-file", "/nonexistent"}, "only applies with --redis"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"rls", "--config", cfg}, tc.args...), nil, &stdout, &stderr)
