@@ -1,0 +1,45 @@
+package grpclimit
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// TestAppendKey: the key of each part, from a context as the server makes
+// it: IPv6 peers grouped by /64, IPv4-mapped addresses unmapped, a Unix
+// socket by its address, no peer as "?", a missing metadata value falling
+// back to the peer, a long value hashed.
+func TestAppendKey(t *testing.T) {
+	withPeer := func(a net.Addr) context.Context {
+		return peer.NewContext(context.Background(), &peer.Peer{Addr: a})
+	}
+	v6 := withPeer(&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6"), Port: 9})
+	long := strings.Repeat("k", 100)
+	for _, tc := range []struct {
+		ctx   context.Context
+		parts []KeyPart
+		want  string
+	}{
+		{withPeer(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 5}), []KeyPart{Peer()}, "n:192.0.2.7"},
+		{withPeer(&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 5}), []KeyPart{Peer()}, "n:192.0.2.7"},
+		{v6, []KeyPart{Peer()}, "n:2001:db8:1:2::/64"},
+		{withPeer(&net.UnixAddr{Name: "/run/s.sock", Net: "unix"}), []KeyPart{Peer()}, "n:/run/s.sock"},
+		{context.Background(), []KeyPart{Peer()}, "n:?"},
+		{v6, []KeyPart{Method(), Global()}, "n:/s/M|*"},
+		{v6, []KeyPart{Metadata("X-Key")}, "n:ip=2001:db8:1:2::/64"},
+		{metadata.NewIncomingContext(v6, metadata.Pairs("x-key", "abc")), []KeyPart{Metadata("X-Key")}, "n:=abc"},
+		{metadata.NewIncomingContext(v6, metadata.Pairs("x-key", long)), []KeyPart{Metadata("x-key")},
+			"n:=sha256:" + string(appendBounded(nil, long))[len("sha256:"):]},
+	} {
+		got := string(appendKey(nil, &limitSpec{name: "n", parts: tc.parts}, tc.ctx, "/s/M"))
+		assert.Equal(t, tc.want, got)
+	}
+	assert.True(t, strings.HasPrefix(string(appendBounded(nil, long)), "sha256:"))
+	assert.Less(t, len(appendBounded(nil, long)), 64)
+}
