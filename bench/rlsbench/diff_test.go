@@ -19,7 +19,7 @@ var (
 	batchesFlag = flag.Int("rls.batches", 20, "batches (one second each) per configuration")
 	callsFlag   = flag.Int("rls.calls", 12, "calls per batch")
 	seedFlag    = flag.Uint64("rls.seed", 0, "random seed (0: from the clock; the seed is logged)")
-	storesFlag  = flag.String("rls.stores", "redis,memory,env", "ours to compare with the reference: redis, memory (by flags), env (no flags, the reference's environment, on Redis)")
+	storesFlag  = flag.String("rls.stores", "redis,memory,env,shared", "ours to compare with the reference: redis, memory (by flags), env (no flags, the reference's environment, on Redis), shared (a reference and ours on one Redis, answering in turn)")
 	showFlag    = flag.Int("rls.show", 15, "mismatching calls printed per configuration")
 	envFlag     = flag.String("rls.ours-env", "", "extra environment (comma-separated) of the servers compared with the reference, e.g. STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true with -rls.ours ref to see the harness catch a difference")
 	argsFlag    = flag.String("rls.ours-args", "", "extra flags of ours, comma-separated (e.g. --store-timeout=1s on a loaded machine)")
@@ -122,7 +122,7 @@ func TestDifferential(t *testing.T) {
 				if *argsFlag != "" {
 					o.Args = strings.Split(*argsFlag, ",")
 				}
-				if store == "redis" || store == "env" {
+				if store == "redis" || store == "env" || store == "shared" {
 					o.Redis = redisFor() // a server of its own: no shared keys
 				}
 				var s *Server
@@ -137,6 +137,17 @@ func TestDifferential(t *testing.T) {
 					}
 				case store == "env":
 					s, err = StartOursAsReference(ours, o)
+				case store == "shared":
+					var r2, o2 *Server
+					if r2, err = StartReference(ref, o); err != nil {
+						break
+					}
+					t.Cleanup(r2.Stop)
+					if o2, err = StartOurs(ours, o); err != nil {
+						break
+					}
+					t.Cleanup(o2.Stop)
+					s = Shared("reference+ours/shared", r2, o2, seed)
 				case store == "redis" || store == "memory":
 					s, err = StartOurs(ours, o)
 				default:
@@ -145,7 +156,9 @@ func TestDifferential(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", store, err)
 				}
-				t.Cleanup(s.Stop)
+				if s.pick == nil {
+					t.Cleanup(s.Stop)
+				}
 				others = append(others, s)
 			}
 			d := &Differential{Ref: rs, Others: others, Batches: *batchesFlag, Calls: *callsFlag, JSONEvery: *jsonFlag, Log: testWriter{t},

@@ -38,6 +38,9 @@ type Server struct {
 	// Redis is the store's host:port, empty on our memory store.
 	Redis   string
 	restart func() (*Server, error)
+	// pick, for a Shared pair, chooses the server of each call; the pair
+	// has no process of its own.
+	pick *picker
 }
 
 // Restart stops the server and starts it again with the same options
@@ -354,6 +357,9 @@ func (r *roundRobin) ShouldRateLimit(ctx context.Context, in *pb.RateLimitReques
 // JSON calls the reference's HTTP face: POST /json with the request in
 // protojson, the answer parsed back when the status is 200 or 429.
 func (s *Server) JSON(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, int, error) {
+	if s.pick != nil {
+		return s.pick.next().JSON(ctx, req)
+	}
 	body, err := protojson.Marshal(req)
 	if err != nil {
 		return nil, 0, err
