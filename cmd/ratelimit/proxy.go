@@ -481,7 +481,8 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	if c.maxConnsPerClient > 0 {
-		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused)
+		cl := &capLog{max: c.maxConnsPerClient, log: errLog, now: time.Now}
+		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused, cl.refused)
 	}
 	srv := &http.Server{
 		Handler:           p,
