@@ -563,7 +563,7 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 	case err == nil:
 		return nil
 	case storeMisconfigured(err):
-		return fmt.Errorf("redis at %s answers but is set up wrong: %v (a wrong password, database or URL scheme?); not starting, --fail-open or not", c.redisWhere, err)
+		return fmt.Errorf("redis at %s answers but is set up wrong: %v (check its password, database, URL scheme and ACL); not starting, --fail-open or not", c.redisWhere, err)
 	}
 	fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s does not answer (%v); until it does, requests %s\n",
 		c.redisWhere, err, map[bool]string{false: "get 503", true: "pass unlimited (--fail-open)"}[c.failOpen])
