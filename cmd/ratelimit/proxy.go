@@ -481,7 +481,8 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	if c.maxConnsPerClient > 0 {
-		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused)
+		cl := &capLog{max: c.maxConnsPerClient, log: errLog, now: time.Now}
+		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused, cl.refused)
 	}
 	srv := &http.Server{
 		Handler:           p,
@@ -562,7 +563,7 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 	case err == nil:
 		return nil
 	case storeMisconfigured(err):
-		return fmt.Errorf("redis at %s answers but is set up wrong: %v (a wrong password, database or URL scheme?); not starting, --fail-open or not", c.redisWhere, err)
+		return fmt.Errorf("redis at %s answers but is set up wrong: %v (check its password, database, URL scheme and ACL); not starting, --fail-open or not", c.redisWhere, err)
 	}
 	fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s does not answer (%v); until it does, requests %s\n",
 		c.redisWhere, err, map[bool]string{false: "get 503", true: "pass unlimited (--fail-open)"}[c.failOpen])

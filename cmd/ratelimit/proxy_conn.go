@@ -1,10 +1,14 @@
 package main
 
 import (
+	"log"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // connCap is a listener that keeps at most max connections open at once
@@ -15,16 +19,17 @@ import (
 // clients each) have no cap.
 type connCap struct {
 	net.Listener
-	max     int
-	exempt  func(netip.Addr) bool
-	refused *atomic.Int64
+	max      int
+	exempt   func(netip.Addr) bool
+	refused  *atomic.Int64
+	onRefuse func(netip.Addr) // nil: none
 
 	mu   sync.Mutex
 	open map[netip.Addr]int
 }
 
-func newConnCap(ln net.Listener, max int, exempt func(netip.Addr) bool, refused *atomic.Int64) net.Listener {
-	return &connCap{Listener: ln, max: max, exempt: exempt, refused: refused, open: map[netip.Addr]int{}}
+func newConnCap(ln net.Listener, max int, exempt func(netip.Addr) bool, refused *atomic.Int64, onRefuse func(netip.Addr)) net.Listener {
+	return &connCap{Listener: ln, max: max, exempt: exempt, refused: refused, onRefuse: onRefuse, open: map[netip.Addr]int{}}
 }
 
 func (l *connCap) Accept() (net.Conn, error) {
@@ -50,6 +55,9 @@ func (l *connCap) Accept() (net.Conn, error) {
 			}
 			_ = c.Close()
 			l.refused.Add(1)
+			if l.onRefuse != nil {
+				l.onRefuse(a)
+			}
 			continue
 		}
 		l.open[a] = n + 1
@@ -88,4 +96,41 @@ func connAddr(c net.Conn) (netip.Addr, bool) {
 		return ap.Addr().Unmap().WithZone(""), ap.Addr().IsValid()
 	}
 	return netip.Addr{}, false
+}
+
+// capLog logs the connections the cap refuses, summarised: the first at
+// once, then at most one line every outageSummaryEvery with how many were
+// refused since and from which addresses (the first few), so that an
+// operator sees who hits the cap without a line per connection.
+type capLog struct {
+	max int
+	log *log.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	lastLine time.Time
+	n        int
+	from     []netip.Addr
+}
+
+// capLogAddrs is how many addresses a line names.
+const capLogAddrs = 3
+
+func (c *capLog) refused(a netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if len(c.from) < capLogAddrs && !slices.Contains(c.from, a) {
+		c.from = append(c.from, a)
+	}
+	now := c.now()
+	if !c.lastLine.IsZero() && now.Sub(c.lastLine) < outageSummaryEvery {
+		return
+	}
+	from := make([]string, len(c.from))
+	for i, a := range c.from {
+		from[i] = a.String()
+	}
+	c.log.Printf("closed %d %s over --max-conns-per-client %d (from %s)", c.n, plural(int64(c.n), "connection", "connections"), c.max, strings.Join(from, ", "))
+	c.lastLine, c.n, c.from = now, 0, c.from[:0]
 }

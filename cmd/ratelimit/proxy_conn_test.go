@@ -105,6 +105,9 @@ func TestProxyRefusedClientHoldsNoFDs(t *testing.T) {
 		t.Errorf("another client: %d, want 200", resp.StatusCode)
 	}
 	t.Logf("another client served in %v", time.Since(start))
+	if line := waitStderrLine(t, p, "over --max-conns-per-client"); !strings.Contains(line, "--max-conns-per-client 256 (from 127.0.0.1)") {
+		t.Errorf("the log of the connections over the cap: %q", line)
+	}
 	m := metricsOf(t, p)
 	if !strings.Contains(m, "ratelimit_proxy_connections_refused_total ") || strings.Contains(m, "ratelimit_proxy_connections_refused_total 0\n") {
 		t.Errorf("no connection refused over the per-client cap:\n%s", m)

@@ -60,6 +60,9 @@ func TestProxyRedisSetUpWrong(t *testing.T) {
 	bin := buildBinary(t)
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
+	// A user that PING lets in but that may not run the limiter's
+	// script: only the start-up decision finds it.
+	srv.CLI("-a", "s3cret", "--no-auth-warning", "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-evalsha", "-eval")
 	be := backend(t).URL
 	host := srv.Addr()
 	dir := t.TempDir()
@@ -78,6 +81,7 @@ func TestProxyRedisSetUpWrong(t *testing.T) {
 			{"wrong REDIS_PASSWORD", []string{"REDIS_PASSWORD=nope"}, []string{"--redis", "redis://" + host + "/0"}},
 			{"no such database", nil, []string{"--redis", "redis://" + host + "/99", "--redis-password-file", pwFile}},
 			{"cluster URL for one server", nil, []string{"--redis", "redis+cluster://" + host, "--redis-password-file", pwFile}},
+			{"a user that may not run the script", nil, []string{"--redis", "redis://noscript:pw@" + host + "/0"}},
 		} {
 			args := append(tc.args, "--limit", "10/d", be)
 			if failOpen {
