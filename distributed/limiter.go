@@ -185,10 +185,14 @@ func (l *Limiter) Rate() float64 {
 // registry and waits for every background call to end (bounded by ctx).
 // After Close, Acquire returns ErrClosed and TryAcquire false; callers
 // already sleeping until permits they took become usable are not
-// interrupted. Closing twice is harmless.
+// interrupted. Closing twice is harmless. A nil ctx is
+// ratelimit.ErrNilContext, and closes nothing.
 func (l *Limiter) Close(ctx context.Context) error {
 	if !l.made() {
 		return nil // a zero Limiter has nothing to give back or wait for
+	}
+	if ctx == nil {
+		return ratelimit.ErrNilContext
 	}
 	l.mu.Lock()
 	if l.closed {

@@ -76,6 +76,14 @@ func TestRejectedCallsChangeNothing(t *testing.T) {
 	if _, err := l.Acquire(nil, 1); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck
 		t.Fatalf("Acquire(nil, 1): %v", err)
 	}
+	//lint:ignore SA1012 testing the nil check
+	if err := l.Join(nil); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck
+		t.Fatalf("Join(nil): %v", err)
+	}
+	//lint:ignore SA1012 testing the nil check
+	if err := l.Close(nil); !errors.Is(err, ratelimit.ErrNilContext) { //nolint:staticcheck
+		t.Fatalf("Close(nil): %v", err)
+	}
 	if err := l.SetRate(math.NaN()); !errors.Is(err, ratelimit.ErrInvalidRate) {
 		t.Fatalf("SetRate(NaN): %v", err)
 	}

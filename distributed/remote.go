@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/check"
 )
 
@@ -187,10 +188,14 @@ func (l *Limiter) applyLocked(sent, recv time.Duration, r reply, err error) {
 // the next Acquires. Any other error is the call's (the limiter is then in
 // its fallback, as after any failed call); ctx bounds only the wait for a
 // call already in flight, the call itself is bounded by the call timeout.
-// Join after the limiter has joined does nothing.
+// Join after the limiter has joined does nothing. A nil ctx is
+// ratelimit.ErrNilContext.
 func (l *Limiter) Join(ctx context.Context) error {
 	if !l.made() {
 		return errZero
+	}
+	if ctx == nil {
+		return ratelimit.ErrNilContext
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
