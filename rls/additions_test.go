@@ -267,7 +267,7 @@ descriptors:
 func TestAdditionsDescriptorsIndependent(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		clock := newTestClock(T0)
-		store, _ := NewMemoryStore(WithClock(clock))
+		store, _ := NewMemoryStore(WithStoreClock(clock))
 		svc, err := New(parseYAML(t, independentConfig), store)
 		if err != nil {
 			t.Fatal(err)
@@ -280,7 +280,7 @@ func TestAdditionsDescriptorsIndependent(t *testing.T) {
 		defer client.Close()
 		var rt roundTrips
 		clock := newTestClock(T0)
-		store, err := NewRedisStore(client, WithClock(clock))
+		store, err := NewRedisStore(client, WithStoreClock(clock))
 		if err != nil {
 			t.Fatal(err)
 		}

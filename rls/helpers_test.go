@@ -53,7 +53,7 @@ const T0 = 1_700_000_000
 func storeKinds(t *testing.T, f func(t *testing.T, newStore func(clock *testClock, opts ...StoreOption) Store)) {
 	t.Run("memory", func(t *testing.T) {
 		f(t, func(clock *testClock, opts ...StoreOption) Store {
-			s, err := NewMemoryStore(append([]StoreOption{WithClock(clock)}, opts...)...)
+			s, err := NewMemoryStore(append([]StoreOption{WithStoreClock(clock)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func storeKinds(t *testing.T, f func(t *testing.T, newStore func(clock *testCloc
 			if err := c.FlushAll(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := NewRedisStore(c, append([]StoreOption{WithClock(clock)}, opts...)...)
+			s, err := NewRedisStore(c, append([]StoreOption{WithStoreClock(clock)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

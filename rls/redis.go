@@ -45,7 +45,7 @@ type RedisStore struct {
 }
 
 // NewRedisStore returns a store over client. Options: WithKeyPrefix,
-// WithClock, WithRefusalCache. It does not contact Redis: Check does.
+// WithStoreClock, WithRefusalCache. It does not contact Redis: Check does.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
 	cfg, err := buildStoreConfig(opts)
 	if err != nil {

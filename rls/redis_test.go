@@ -79,7 +79,7 @@ func TestRedisOneRoundTripNoExpirePerHit(t *testing.T) {
 	var rt roundTrips
 	client.AddHook(&rt)
 	clock := newTestClock(T0)
-	store, err := NewRedisStore(client, WithClock(clock))
+	store, err := NewRedisStore(client, WithStoreClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestRedisClusterReferenceAnswers(t *testing.T) {
 	var rt roundTrips
 	client.AddHook(&rt)
 	clock := newTestClock(T0)
-	store, err := NewRedisStore(client, WithClock(clock))
+	store, err := NewRedisStore(client, WithStoreClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestRedisRefusalCache(t *testing.T) {
 	var rt roundTrips
 	client.AddHook(&rt)
 	clock := newTestClock(T0)
-	store, err := NewRedisStore(client, WithClock(clock), WithRefusalCache(100))
+	store, err := NewRedisStore(client, WithStoreClock(clock), WithRefusalCache(100))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestRedisRefusalCacheAdditions(t *testing.T) {
 	var rt roundTrips
 	client.AddHook(&rt)
 	clock := newTestClock(T0)
-	store, err := NewRedisStore(client, WithClock(clock), WithRefusalCache(100))
+	store, err := NewRedisStore(client, WithStoreClock(clock), WithRefusalCache(100))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
 `)
 	clock := newTestClock(T0)
-	store, _ := NewMemoryStore(WithClock(clock))
+	store, _ := NewMemoryStore(WithStoreClock(clock))
 	svc, err := New(cfg, store)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func headerMap(hs []*corev3.HeaderValue) map[string]string {
 // over-limit one first.
 func TestRateLimitHeaders(t *testing.T) {
 	clock := newTestClock(T0)
-	store, _ := NewMemoryStore(WithClock(clock))
+	store, _ := NewMemoryStore(WithStoreClock(clock))
 	svc, err := New(mustLoad(t, "testdata/config"), store, WithRateLimitHeaders("", "", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestRateLimitHeaders(t *testing.T) {
 // The IETF fields, as httplimit writes them.
 func TestIETFHeaders(t *testing.T) {
 	clock := newTestClock(T0)
-	store, _ := NewMemoryStore(WithClock(clock))
+	store, _ := NewMemoryStore(WithStoreClock(clock))
 	svc, err := New(parseYAML(t, `
 domain: d
 descriptors:
@@ -189,7 +189,7 @@ descriptors:
 // SetConfig swaps the configuration while the counters stay.
 func TestSetConfig(t *testing.T) {
 	clock := newTestClock(T0)
-	store, _ := NewMemoryStore(WithClock(clock))
+	store, _ := NewMemoryStore(WithStoreClock(clock))
 	svc, err := New(parseYAML(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"), store)
 	if err != nil {
 		t.Fatal(err)
@@ -262,8 +262,8 @@ func TestOptionsErrors(t *testing.T) {
 		}
 	}
 	for name, o := range map[string]StoreOption{
-		"nil clock":     WithClock(nil),
-		"nil clock ptr": WithClock((*testClock)(nil)),
+		"nil clock":     WithStoreClock(nil),
+		"nil clock ptr": WithStoreClock((*testClock)(nil)),
 		"prefix":        WithKeyPrefix("{x}"),
 		"cache 0":       WithRefusalCache(0),
 		"max keys 0":    WithMaxKeys(0),
@@ -291,7 +291,7 @@ func TestOptionsErrors(t *testing.T) {
 // A flood of distinct descriptors stays within WithMaxKeys.
 func TestMemoryStoreBounded(t *testing.T) {
 	clock := newTestClock(T0)
-	store, err := NewMemoryStore(WithClock(clock), WithMaxKeys(640))
+	store, err := NewMemoryStore(WithStoreClock(clock), WithMaxKeys(640))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,10 +82,11 @@ func buildStoreConfig(opts []StoreOption) (storeConfig, error) {
 	return c, errors.Join(c.errs...)
 }
 
-// WithClock makes the store read time from c instead of the time package
-// (for tests: every instance sharing a Redis must agree on the time). A
-// ratelimit.Clock or a clocktest clock will do.
-func WithClock(c throttle.Clock) StoreOption {
+// WithStoreClock makes the store read time from c instead of the time
+// package (for tests: every instance sharing a Redis must agree on the
+// time), as throttle.WithStoreClock does. A ratelimit.Clock or a clocktest
+// clock will do.
+func WithStoreClock(c throttle.Clock) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) {
 		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
 			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil clock", ErrInvalidOption))
@@ -173,7 +174,7 @@ type memWindow struct {
 	end   int64 // unix seconds at which the window ends
 }
 
-// NewMemoryStore returns an empty in-process store. Options: WithClock,
+// NewMemoryStore returns an empty in-process store. Options: WithStoreClock,
 // WithMaxKeys, WithKeyPrefix (accepted; the keys never leave the process).
 func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	cfg, err := buildStoreConfig(opts)

@@ -60,8 +60,8 @@ func TestStoresAgree(t *testing.T) {
 				opts = append(opts, WithCountOnlyAdmitted())
 			}
 			opts = append(opts, WithRateLimitHeaders("", "", ""), WithIETFHeaders())
-			mem, _ := NewMemoryStore(WithClock(clock))
-			red, err := NewRedisStore(client, WithClock(clock))
+			mem, _ := NewMemoryStore(WithStoreClock(clock))
+			red, err := NewRedisStore(client, WithStoreClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}
