@@ -195,11 +195,13 @@ func (q *queueConfig) limiters(store throttle.Store, alg throttle.Algorithm, key
 // store admitted with decisions ds, one per limit: for each limit, the time
 // its debt after the request (ResetAfter, whole µs rounded up) takes to fall
 // to atOnce requests, rounded down to whole milliseconds; the longest over
-// the limits, as with several limit_req directives. 0: serve at once.
+// the limits, as with several limit_req directives. 0: serve at once. A
+// limit without a queue holds nothing: a bucket admits only what it serves
+// at once, and a window's ResetAfter is not a debt.
 func holdFor(limits []queuedLimit, ds []throttle.Decision) time.Duration {
 	var longest time.Duration
 	for i, d := range ds {
-		if i >= len(limits) || !d.Allowed || d.ResetAfter <= 0 {
+		if i >= len(limits) || limits[i].queue == 0 || !d.Allowed || d.ResetAfter <= 0 {
 			continue
 		}
 		longest = max(longest, holdOne(limits[i], d.ResetAfter))

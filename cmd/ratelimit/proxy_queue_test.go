@@ -520,3 +520,25 @@ func TestQueueFlagsInConfigFile(t *testing.T) {
 		t.Errorf("--queue with --config: %v", err)
 	}
 }
+
+// TestNoQueueNoHold: several limits without --queue go through the
+// decision handler but hold nothing, whatever the algorithm (a sliding
+// window's ResetAfter reaches two periods: it is not a debt).
+func TestNoQueueNoHold(t *testing.T) {
+	for _, alg := range []string{"gcra", "sliding-window", "fixed-window", "sliding-log"} {
+		synctest.Test(t, func(t *testing.T) {
+			h, _, forwarded := queueServer(t, "--algorithm", alg, "--limit", "3/s", "--limit", "100/min")
+			codes := ""
+			for range 4 {
+				o := send(h, context.Background())
+				if o.took != 0 {
+					t.Errorf("%s: a request held %v", alg, o.took)
+				}
+				codes += fmt.Sprint(o.code, " ")
+			}
+			if codes != "200 200 200 429 " || *forwarded != 3 {
+				t.Errorf("%s: %s, %d forwarded", alg, codes, *forwarded)
+			}
+		})
+	}
+}
