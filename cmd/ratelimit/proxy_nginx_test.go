@@ -26,8 +26,8 @@ import (
 // schedules are real time: arrivals are sent at instants relative to a
 // start, spaced so that a few milliseconds of lateness cannot change a
 // decision (the model of nginx's arithmetic checks each schedule's margins
-// before it is sent), and a run whose arrivals were measured later than
-// that is run again on a fresh client address.
+// before it is sent), and a run whose arrivals were measured more unevenly
+// late than that is run again on a fresh client address.
 
 // nginxScenario is one location of nginx and one proxy of ours.
 type nginxScenario struct {
@@ -43,9 +43,9 @@ type nginxScenario struct {
 	minHeld int // the schedule must hold at least this many
 }
 
-// arrivalSlack is the most an arrival may be late (or early) for its run
-// to count; the schedules keep their decisions 2×arrivalSlack of leak away
-// from every boundary.
+// arrivalSlack is the most the arrivals of a run may differ in lateness
+// for it to count; the schedules keep their decisions 2×arrivalSlack of
+// leak away from every boundary.
 const arrivalSlack = 7 * time.Millisecond
 
 // holdTolerance is how far our hold may be from nginx's.
@@ -346,7 +346,7 @@ func TestProxyHoldsAsNginx(t *testing.T) {
 				if strings.HasPrefix(noise, "ours") {
 					oursOff++
 				}
-				if attempt == 7 {
+				if attempt == 11 {
 					t.Fatalf("every run was disturbed, %d of them by our holds differing from nginx's; the last by %s", oursOff, noise)
 				}
 				t.Logf("run %d disturbed (%s): running again", attempt, noise)
@@ -364,12 +364,22 @@ func (s nginxScenario) compare(t *testing.T, want []expectation, nginxSeen, ours
 	t.Helper()
 	var report strings.Builder
 	for j := range s.at {
-		n, o := nginxSeen[j], oursSeen[j]
-		if n.err != nil || o.err != nil {
+		if n, o := nginxSeen[j], oursSeen[j]; n.err != nil || o.err != nil {
 			return "", fmt.Sprintf("request %d: nginx %v, ours %v", j, n.err, o.err)
 		}
-		if late := max(n.late.Abs(), o.late.Abs()); late > arrivalSlack && noise == "" {
-			noise = fmt.Sprintf("request %d sent %v late", j, late)
+	}
+	// Decisions and holds depend on the gaps between arrivals, not on
+	// when the schedule began: what counts is how unevenly late they were.
+	for _, side := range []struct {
+		name string
+		seen []seen
+	}{{"nginx", nginxSeen}, {"ours", oursSeen}} {
+		least, most := side.seen[0].late, side.seen[0].late
+		for _, x := range side.seen {
+			least, most = min(least, x.late), max(most, x.late)
+		}
+		if most-least > arrivalSlack && noise == "" {
+			noise = fmt.Sprintf("arrivals to %s were sent from %v to %v late", side.name, least, most)
 		}
 	}
 	for j, w := range want {
