@@ -30,6 +30,10 @@
 //     one block holding all the header values); header names and the
 //     policy field are computed once.
 //
+// WithDecisionHandler hands every decided request, with its keys and
+// decisions, to a handler of the caller's: `ratelimit proxy` uses it to
+// hold excess requests as nginx's limit_req does instead of refusing them.
+//
 // docs/http.md shows the middleware in a program, the `ratelimit proxy`
 // command that puts it in front of any service, and how to key clients
 // safely behind a load balancer.

@@ -68,6 +68,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	resp := summarize(ds)
 	m.setHeaders(w.Header(), ds, resp)
+	if m.decided != nil {
+		m.handOver(w, r, next, ds)
+		return
+	}
 	if resp.allowed {
 		next.ServeHTTP(w, r)
 		return

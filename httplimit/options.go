@@ -48,6 +48,7 @@ type config struct {
 	onError        func(*http.Request, error)
 	onRefusal      func(*http.Request, throttle.Decision)
 	deny           func(http.ResponseWriter, *http.Request, throttle.Decision)
+	decided        DecisionHandler
 	errs           []error
 }
 

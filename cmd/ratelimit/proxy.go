@@ -38,6 +38,14 @@ RateLimit-Policy and RateLimit fields (docs/http.md says what they mean).
 Limits: COUNT/PERIOD, PERIOD one of s, min, h, d (or second, minute, hour,
 day) or a duration such as 10s or 1m30s: 100/min, 10/s, 5000/h, 20/15s.
 
+Like nginx's limit_req, excess requests can be held instead of refused:
+--burst K serves up to K at once, --queue Q holds up to Q more and sends
+each on when the rate allows (nginx's rate=10r/s burst=5 nodelay is
+--limit 10/s --burst 6; burst=6 delay=2 is --burst 3 --queue 4; burst=4 is
+--burst 1 --queue 4; no burst is --burst 1). --status sets the refusal's
+code (nginx's default is 503), --dry-run only counts and sets headers.
+Several --limit all apply, atomically; the longest hold wins.
+
 Clients are told apart by their IP address (IPv6 by /64), by a header
 (--key header:X-Api-Key, falling back to the IP when it is missing), or not
 at all but per route (--key route: the URL path). Behind a load balancer,
@@ -114,38 +122,43 @@ type limitConfig struct {
 	alg     throttle.Algorithm
 	key     string // "ip", "route" or "header:NAME", as given
 	keyPart httplimit.KeyPart
+	queue   *queueConfig // nginx's limit_req beyond one plain limit (proxy_queue.go); nil: none
 }
 
 // limitFlags are the flags that say what is limited and how: the ones a
 // --config file may hold, read again on SIGHUP.
 type limitFlags struct {
-	limit, burst, alg, key string
+	alg, key   string
+	queueFlags // --limit, --burst, --queue, --status, --dry-run (proxy_queue.go)
 }
 
 func (f *limitFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.limit, "limit", "", "requests per client: `COUNT/PERIOD`, e.g. 100/min, 10/s, 20/15s")
-	fs.StringVar(&f.burst, "burst", "", "most requests at once (gcra, token-bucket, leaky-bucket; default COUNT)")
+	f.queueFlags.define(fs)
 	fs.StringVar(&f.alg, "algorithm", "gcra", "`algorithm`: gcra, token-bucket, leaky-bucket, fixed-window, sliding-window or sliding-log")
 	fs.StringVar(&f.key, "key", "ip", "what a limit is per: ip, header:NAME or route")
 }
 
 // limitFlagNames are the flags limitFlags registers.
-var limitFlagNames = []string{"limit", "burst", "algorithm", "key"}
+var limitFlagNames = []string{"limit", "burst", "queue", "status", "dry-run", "algorithm", "key"}
 
 // check reads the flags into a limitConfig.
 func (f *limitFlags) check() (*limitConfig, error) {
 	lc := &limitConfig{key: f.key}
-	if f.limit == "" {
+	if len(f.limits) == 0 {
 		return nil, errors.New("--limit is required (e.g. --limit 100/min)")
 	}
-	var err error
-	if lc.limit, err = parseLimit(f.limit); err != nil {
-		return nil, fmt.Errorf("--limit %q: %v", f.limit, err)
+	limit, burst := f.limits[0], "" // the first; parseQueueFlags reads them all
+	if len(f.bursts) == 1 {
+		burst = f.bursts[0]
 	}
-	if f.burst != "" {
-		n, err := strconv.Atoi(f.burst)
+	var err error
+	if lc.limit, err = parseLimit(limit); err != nil {
+		return nil, fmt.Errorf("--limit %q: %v", limit, err)
+	}
+	if burst != "" {
+		n, err := strconv.Atoi(burst)
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--burst %q: want a whole number of requests, at least 1", f.burst)
+			return nil, fmt.Errorf("--burst %q: want a whole number of requests, at least 1", burst)
 		}
 		lc.limit.Burst = n
 	}
@@ -157,7 +170,7 @@ func (f *limitFlags) check() (*limitConfig, error) {
 		return nil, err
 	}
 	if _, err := throttle.New(probe, lc.alg, lc.limit); err != nil {
-		return nil, fmt.Errorf("--limit %s with --algorithm %s: %v", f.limit, f.alg, err)
+		return nil, fmt.Errorf("--limit %s with --algorithm %s: %v", limit, f.alg, err)
 	}
 	switch name, ok := strings.CutPrefix(f.key, "header:"); {
 	case f.key == "ip":
@@ -169,10 +182,16 @@ func (f *limitFlags) check() (*limitConfig, error) {
 	default:
 		return nil, fmt.Errorf("--key %q: want ip, route or header:NAME (e.g. header:X-Api-Key)", f.key)
 	}
+	if lc.queue, err = parseQueueFlags(&f.queueFlags, lc.alg); err != nil {
+		return nil, err
+	}
 	return lc, nil
 }
 
 func (lc *limitConfig) String() string {
+	if lc.queue != nil {
+		return fmt.Sprintf("%s per %s (%s)", lc.queue.describe(), lc.key, lc.alg)
+	}
 	return fmt.Sprintf("%s per %s (%s)", lc.limit, lc.key, lc.alg)
 }
 
@@ -461,7 +480,7 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	} else {
-		ms, err := throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys))
+		ms, err := throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys), throttle.WithStoreClock(millisecondClock{}))
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: --max-keys: %v\n", err)
 			return exitUsage

@@ -121,15 +121,14 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // here: allowed (admitted), refused (the refusal hook, then 429), the
 // store failed (the error hook, then 503 or admitted failing open).
 func (p *proxy) newLimitStep(lc *limitConfig) (*limitStep, error) {
-	lim, err := throttle.New(p.limits, lc.alg, lc.limit)
+	lim, opts, err := lc.limiters(p.limits, &p.metrics, p.refused)
 	if err != nil {
 		return nil, err
 	}
-	opts := []httplimit.Option{
-		httplimit.WithKey(lc.keyPart),
+	opts = append(opts,
 		httplimit.WithRefusalHook(p.refused),
 		httplimit.WithErrorHook(p.storeFailed),
-	}
+	)
 	if len(p.cfg.trusted) > 0 {
 		opts = append(opts, httplimit.WithTrustedProxies(p.cfg.trusted...))
 	}

@@ -11,6 +11,8 @@ import (
 // justify a dependency.
 type proxyMetrics struct {
 	allowed, refused, storeErrors, backendErrors, connsRefused atomic.Int64
+	// --queue and --dry-run (proxy_queue.go)
+	held, heldGone, dryRefused, dryHeld atomic.Int64
 }
 
 func (m *proxyMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -28,5 +30,14 @@ ratelimit_proxy_backend_errors_total %d
 # HELP ratelimit_proxy_connections_refused_total Connections closed at once because their client already had --max-conns-per-client open.
 # TYPE ratelimit_proxy_connections_refused_total counter
 ratelimit_proxy_connections_refused_total %d
-`, m.allowed.Load(), m.refused.Load(), m.storeErrors.Load(), m.backendErrors.Load(), m.connsRefused.Load())
+# HELP ratelimit_proxy_held_total Requests held (--queue) before being forwarded, and those whose client went away while held.
+# TYPE ratelimit_proxy_held_total counter
+ratelimit_proxy_held_total{outcome="forwarded"} %d
+ratelimit_proxy_held_total{outcome="client_gone"} %d
+# HELP ratelimit_proxy_dry_run_total With --dry-run: requests forwarded that would have been refused or held.
+# TYPE ratelimit_proxy_dry_run_total counter
+ratelimit_proxy_dry_run_total{would="refuse"} %d
+ratelimit_proxy_dry_run_total{would="hold"} %d
+`, m.allowed.Load(), m.refused.Load(), m.storeErrors.Load(), m.backendErrors.Load(), m.connsRefused.Load(),
+		m.held.Load()-m.heldGone.Load(), m.heldGone.Load(), m.dryRefused.Load(), m.dryHeld.Load())
 }
