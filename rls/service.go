@@ -205,11 +205,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if c.m.rule == nil || c.unlimited {
 			continue
 		}
-		for _, l := range c.m.rule.Limits {
-			if l.Name != "" && replacing[l.Name] {
-				continue
+		c.limits = c.m.rule.Limits // shared, never written
+		if replacing != nil {
+			c.limits = nil
+			for _, l := range c.m.rule.Limits {
+				if l.Name == "" || !replacing[l.Name] {
+					c.limits = append(c.limits, l)
+				}
 			}
-			c.limits = append(c.limits, l)
 		}
 		if len(c.limits) == 0 {
 			continue
