@@ -53,7 +53,7 @@ var referenceSteps = []struct {
 		response(ok, status(ok, "", 20, mnt, 14, 40))},
 	{"hits_addend past the limit", 0, request("test-domain", 25, desc("key2", "big")),
 		response(over, status(over, "", 20, mnt, 0, 40))},
-	{"a descriptor hits_addend of 10^15", 0, request("test-domain", 0, withHits(desc("key2", "huge"), 1e15)),
+	{"a descriptor hits_addend of 10^18", 0, request("test-domain", 0, withHits(desc("key2", "huge"), 1e18)),
 		response(over, status(over, "", 20, mnt, 0, 40))},
 	{"which stays counted", 0, request("test-domain", 0, withHits(desc("key2", "huge"), 0)),
 		response(over, status(over, "", 20, mnt, 0, 40))},

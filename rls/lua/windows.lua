@@ -8,8 +8,8 @@
 -- Returns, per window, the count after the hits (or as if they had been
 -- added, when they were not). The TTL is set only when the counter is
 -- created: one EXPIRE per window, not one per hit. INCRBY is given the
--- hits as they came (a string): Lua would print a number of 15 digits or
--- more in exponent notation, which INCRBY refuses.
+-- hits as they came (a string): Lua prints a number of 10^17 or more in
+-- exponent notation, which INCRBY refuses.
 local only_admitted = ARGV[1] == '1'
 local out = {}
 for i, key in ipairs(KEYS) do
