@@ -477,7 +477,7 @@ func fillAdditions(w addWork, ds throttle.Decisions) {
 		if d.Allowed {
 			r.after = used
 			r.before = used - min(used, c.hits)
-			r.remaining = uint32(min(d.Remaining, math.MaxUint32))
+			r.remaining = uint32(min(uint64(max(d.Remaining, 0)), math.MaxUint32))
 			r.reset = ceilSeconds(int64(d.ResetAfter))
 		} else {
 			r.over = true
