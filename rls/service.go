@@ -16,8 +16,6 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -63,8 +61,7 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 	_, isMem := store.(*MemoryStore)
 	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
 	if r, ok := store.(*RedisStore); ok {
-		_, ring := r.client.(*redis.Ring)
-		s.batch = !r.cluster && !ring
+		s.batch = !r.sharded
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
