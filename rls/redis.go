@@ -37,7 +37,7 @@ var windowsScript = redisscript.New(windowsLua)
 // epoch, so two instances a second apart count a second's hits in
 // different windows at the edges).
 type RedisStore struct {
-	client  redis.UniversalClient
+	client redis.UniversalClient
 	// sharded: a Cluster or a Ring, whose keys live on several nodes:
 	// one script per key, pipelined.
 	sharded bool
