@@ -419,12 +419,10 @@ func newRule(yd yamlDescriptor, fullKey string) (*descRule, error) {
 		if err != nil {
 			return nil, err
 		}
+		// An unlimited rule keeps its limit for its name and replaces;
+		// it is never counted.
 		r.Unlimited = unlimited
-		if !unlimited {
-			r.Limits = []*limitSpec{l}
-		} else {
-			r.Limits = []*limitSpec{l} // keeps name and replaces; never counted
-		}
+		r.Limits = []*limitSpec{l}
 		return r, nil
 	}
 	for i := range yd.RateLimits {

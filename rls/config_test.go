@@ -96,7 +96,7 @@ func TestValidationCasesCoverTestdata(t *testing.T) {
 
 func TestDuplicateDomainAndMerge(t *testing.T) {
 	dir := t.TempDir()
-	a := writeFile(t, dir, "a.yaml", "domain: d\ndescriptors:\n  - key: k1\n    value: v1\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
+	writeFile(t, dir, "a.yaml", "domain: d\ndescriptors:\n  - key: k1\n    value: v1\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
 	b := writeFile(t, dir, "b.yaml", "domain: d\ndescriptors:\n  - key: k2\n    rate_limit: {unit: minute, requests_per_unit: 20}\n")
 	if _, err := LoadConfig(dir); err == nil || err.Error() != b+": duplicate domain 'd' in config file" {
 		t.Errorf("without merging: %v", err)
@@ -115,7 +115,6 @@ func TestDuplicateDomainAndMerge(t *testing.T) {
 	if _, err := LoadConfig(dir, MergeDomains(true)); err == nil || !strings.HasSuffix(err.Error(), "c.yaml: duplicate descriptor composite key 'd.k1_v1'") {
 		t.Errorf("duplicate key across merged files: %v", err)
 	}
-	_ = a
 }
 
 func TestLoadDirectory(t *testing.T) {

@@ -20,6 +20,9 @@ type ruleStats struct {
 type metrics struct {
 	rules          sync.Map // string → *ruleStats
 	domainNotFound sync.Map // string → *atomic.Uint64
+	// notFoundDomains counts domainNotFound's keys (approximately: a
+	// race may let the bound be passed by the number of racing calls).
+	notFoundDomains atomic.Int64
 
 	storeErrors, serviceErrors         atomic.Uint64
 	configLoadSuccess, configLoadError atomic.Uint64
@@ -34,10 +37,26 @@ func (m *metrics) rule(key string) *ruleStats {
 	return v.(*ruleStats)
 }
 
+// maxNotFoundDomains bounds the domains counted apart: the names come from
+// clients, and a client sending random ones must not grow the metrics
+// without end. Past the bound, unknown domains count as otherDomain.
+const maxNotFoundDomains = 1024
+
+// otherDomain labels the unknown domains past maxNotFoundDomains.
+const otherDomain = "(other)"
+
 func (m *metrics) notFound(domain string) {
 	v, ok := m.domainNotFound.Load(domain)
 	if !ok {
-		v, _ = m.domainNotFound.LoadOrStore(domain, new(atomic.Uint64))
+		if m.notFoundDomains.Add(1) > maxNotFoundDomains {
+			m.notFoundDomains.Add(-1)
+			domain = otherDomain
+		}
+		var loaded bool
+		v, loaded = m.domainNotFound.LoadOrStore(domain, new(atomic.Uint64))
+		if loaded && domain != otherDomain {
+			m.notFoundDomains.Add(-1)
+		}
 	}
 	v.(*atomic.Uint64).Add(1)
 }

@@ -34,17 +34,16 @@ const DefaultNearLimitRatio = 0.8
 
 // serviceConfig holds every Service knob; buildConfig sets the defaults.
 type serviceConfig struct {
-	storeTimeout      time.Duration
-	headers           bool
-	limitHeader       string
-	remainingHeader   string
-	resetHeader       string
-	ietfHeaders       bool
-	onlyAdmitted      bool
-	nearLimitRatio    float32
-	globalShadowMode  bool
-	concurrentLimited bool
-	errs              []error
+	storeTimeout     time.Duration
+	headers          bool
+	limitHeader      string
+	remainingHeader  string
+	resetHeader      string
+	ietfHeaders      bool
+	onlyAdmitted     bool
+	nearLimitRatio   float32
+	globalShadowMode bool
+	errs             []error
 }
 
 func buildConfig(opts []Option) (serviceConfig, error) {

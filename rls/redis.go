@@ -29,15 +29,18 @@ var windowsScript = redisscript.New(windowsLua)
 // created, not with every hit. In a Cluster the descriptors' keys live in
 // different slots, so the store sends one script per key in one pipeline:
 // go-redis sends each node its share at once, one round trip per node, in
-// parallel. The additions' algorithms run throttle's RedisStore.
+// parallel; a Ring likewise. The additions' algorithms run throttle's
+// RedisStore.
 //
 // Time is this process's clock, as in the reference: instances sharing a
 // Redis must have synchronised clocks (the windows are aligned on the
 // epoch, so two instances a second apart count a second's hits in
 // different windows at the edges).
 type RedisStore struct {
-	client  redis.UniversalClient
-	cluster bool
+	client redis.UniversalClient
+	// sharded: a Cluster or a Ring, whose keys live on several nodes:
+	// one script per key, pipelined.
+	sharded bool
 	cfg     storeConfig
 	clock   func() time.Time
 	lim     *throttle.RedisStore
@@ -75,7 +78,10 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}
-	_, s.cluster = client.(*redis.ClusterClient)
+	switch client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		s.sharded = true
+	}
 	if cfg.refusalCache > 0 {
 		s.refused = newWindowCache(cfg.refusalCache)
 	}
@@ -120,7 +126,7 @@ func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted b
 		mode = "1"
 	}
 	var err error
-	if s.cluster && len(pending) > 1 {
+	if s.sharded && len(pending) > 1 {
 		err = s.runPipelined(ctx, pending, mode)
 	} else {
 		err = s.runOne(ctx, pending, mode)

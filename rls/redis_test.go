@@ -375,3 +375,42 @@ func TestRedisRefusalCacheAdditions(t *testing.T) {
 		t.Error("a cached refusal of an addition made a round trip")
 	}
 }
+
+// A Ring of two servers: each window counted on its key's shard, the same
+// shard whichever descriptor comes first in a call.
+func TestRedisRing(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	defer ring.Close()
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(ring, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, fiveRules), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+	for i := 0; i < 8; i++ {
+		// Rotate the order: each key comes first in some call.
+		req := request("d", 0)
+		for j := range vs {
+			req.Descriptors = append(req.Descriptors, desc("b", vs[(i+j)%len(vs)]))
+		}
+		got, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range got.Statuses {
+			if st.LimitRemaining != uint32(99-i) {
+				t.Fatalf("call %d: %v, want remaining %d", i, got.Statuses, 99-i)
+			}
+		}
+	}
+	// The test means something only if the keys are on both shards.
+	na, nb := a.CLI("DBSIZE"), b.CLI("DBSIZE")
+	if strings.TrimSpace(na) == "0" || strings.TrimSpace(nb) == "0" {
+		t.Errorf("keys per shard: %s and %s: the ring did not spread them", strings.TrimSpace(na), strings.TrimSpace(nb))
+	}
+}

@@ -16,8 +16,6 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -63,8 +61,7 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 	_, isMem := store.(*MemoryStore)
 	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
 	if r, ok := store.(*RedisStore); ok {
-		_, ring := r.client.(*redis.Ring)
-		s.batch = !r.cluster && !ring
+		s.batch = !r.sharded
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
@@ -205,11 +202,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if c.m.rule == nil || c.unlimited {
 			continue
 		}
-		for _, l := range c.m.rule.Limits {
-			if l.Name != "" && replacing[l.Name] {
-				continue
+		c.limits = c.m.rule.Limits // shared, never written
+		if replacing != nil {
+			c.limits = nil
+			for _, l := range c.m.rule.Limits {
+				if l.Name == "" || !replacing[l.Name] {
+					c.limits = append(c.limits, l)
+				}
 			}
-			c.limits = append(c.limits, l)
 		}
 		if len(c.limits) == 0 {
 			continue
@@ -474,7 +474,7 @@ func fillAdditions(w addWork, ds throttle.Decisions) {
 		if d.Allowed {
 			r.after = used
 			r.before = used - min(used, c.hits)
-			r.remaining = uint32(min(d.Remaining, math.MaxUint32))
+			r.remaining = uint32(min(uint64(max(d.Remaining, 0)), math.MaxUint32))
 			r.reset = ceilSeconds(int64(d.ResetAfter))
 		} else {
 			r.over = true

@@ -312,3 +312,24 @@ func TestMemoryStoreBounded(t *testing.T) {
 		t.Errorf("%d counters for a bound of 640", n)
 	}
 }
+
+// Unknown domains come from clients: their counters are bounded.
+func TestDomainNotFoundBounded(t *testing.T) {
+	svc, err := New(parseYAML(t, "domain: d\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < maxNotFoundDomains+100; i++ {
+		svc.ShouldRateLimit(context.Background(), request("nowhere"+itoa(int64(i)), 0, desc("k", "v")))
+	}
+	n := 0
+	svc.metrics.domainNotFound.Range(func(_, _ any) bool { n++; return true })
+	if n != maxNotFoundDomains+1 {
+		t.Errorf("%d domains counted apart, want %d and %q", n, maxNotFoundDomains, otherDomain)
+	}
+	var b bytes.Buffer
+	svc.WriteMetrics(&b)
+	if !strings.Contains(b.String(), `ratelimit_rls_domain_not_found{domain="(other)"} 100`+"\n") {
+		t.Error("the unknown domains past the bound are not counted together")
+	}
+}

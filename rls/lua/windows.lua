@@ -7,7 +7,9 @@
 --          the seconds until it ends (its counter's TTL).
 -- Returns, per window, the count after the hits (or as if they had been
 -- added, when they were not). The TTL is set only when the counter is
--- created: one EXPIRE per window, not one per hit.
+-- created: one EXPIRE per window, not one per hit. INCRBY is given the
+-- hits as they came (a string): Lua prints a number of 10^17 or more in
+-- exponent notation, which INCRBY refuses.
 local only_admitted = ARGV[1] == '1'
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -20,13 +22,13 @@ for i, key in ipairs(KEYS) do
     local cur = tonumber(redis.call('GET', key) or '0')
     count = cur + hits
     if count <= limit then
-      redis.call('INCRBY', key, hits)
+      redis.call('INCRBY', key, ARGV[3 * i - 1])
       if cur == 0 then
         redis.call('EXPIRE', key, ARGV[3 * i + 1])
       end
     end
   else
-    count = redis.call('INCRBY', key, hits)
+    count = redis.call('INCRBY', key, ARGV[3 * i - 1])
     if count == hits then
       redis.call('EXPIRE', key, ARGV[3 * i + 1])
     end
