@@ -383,7 +383,7 @@ func TestRedisRing(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	defer ring.Close()
 	clock := newTestClock(T0)
-	store, err := NewRedisStore(ring, WithClock(clock))
+	store, err := NewRedisStore(ring, WithStoreClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
