@@ -276,6 +276,9 @@ func TestOptionsErrors(t *testing.T) {
 	if _, err := NewMemoryStore(WithRefusalCache(10)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("refusal cache on memory: %v", err)
 	}
+	if _, err := NewMemoryStore(WithKeyPrefix("x:")); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("key prefix on memory: %v", err)
+	}
 	if _, err := NewRedisStore(nil); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil client: %v", err)
 	}

@@ -67,6 +67,7 @@ type storeConfig struct {
 	prefix       string
 	refusalCache int
 	maxKeys      int
+	setPrefix    bool
 	errs         []error
 }
 
@@ -105,7 +106,7 @@ func WithKeyPrefix(prefix string) StoreOption {
 			cfg.errs = append(cfg.errs, fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", ErrInvalidOption, prefix))
 			return
 		}
-		cfg.prefix = prefix
+		cfg.prefix, cfg.setPrefix = prefix, true
 	})
 }
 
@@ -174,8 +175,10 @@ type memWindow struct {
 	end   int64 // unix seconds at which the window ends
 }
 
-// NewMemoryStore returns an empty in-process store. Options: WithStoreClock,
-// WithMaxKeys, WithKeyPrefix (accepted; the keys never leave the process).
+// NewMemoryStore returns an empty in-process store. Options: WithStoreClock
+// and WithMaxKeys; WithKeyPrefix and WithRefusalCache apply to a RedisStore
+// only, so they are errors here (ErrInvalidOption), as any option that does
+// not apply is.
 func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	cfg, err := buildStoreConfig(opts)
 	if err != nil {
@@ -183,6 +186,9 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	}
 	if cfg.refusalCache > 0 {
 		return nil, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore (a MemoryStore has no round trip to save)", ErrInvalidOption)
+	}
+	if cfg.setPrefix {
+		return nil, fmt.Errorf("%w: WithKeyPrefix applies to a RedisStore (a MemoryStore's keys never leave the process)", ErrInvalidOption)
 	}
 	var topts []throttle.StoreOption
 	if cfg.clock != nil {

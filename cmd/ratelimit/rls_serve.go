@@ -90,6 +90,15 @@ func (c *rlsConfig) serviceOptions() []rls.Option {
 // rls.ErrMisconfigured (exit status 2); one that does not answer is a
 // warning on stderr: the service answers UNAVAILABLE until it does.
 func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), err error) {
+	if c.newRedis == nil {
+		// CACHE_KEY_PREFIX names Redis keys: nothing to do in memory.
+		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys))
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
+	}
+	redis.SetLogger(quietLogger{}) // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
 	if c.keyPrefix != "" {
 		sopts = append(sopts, rls.WithKeyPrefix(c.keyPrefix))
@@ -97,14 +106,6 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	if c.refusalCache > 0 {
 		sopts = append(sopts, rls.WithRefusalCache(c.refusalCache))
 	}
-	if c.newRedis == nil {
-		m, err := rls.NewMemoryStore(append(sopts, rls.WithMaxKeys(c.maxKeys))...)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
-	}
-	redis.SetLogger(quietLogger{}) // store errors are counted, and logged by the service
 	client := c.newRedis()
 	rs, err := rls.NewRedisStore(client, sopts...)
 	if err != nil {
