@@ -1,0 +1,156 @@
+package layering
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/smoothrate/ratelimit"
+
+// library lists the packages a user of the library compiles; none of them
+// may depend on gRPC or Envoy's protos.
+var library = []string{
+	module,
+	module + "/smooth",
+	module + "/throttle",
+	module + "/httplimit",
+	module + "/shape",
+	module + "/jobs",
+	module + "/distributed",
+}
+
+// forbiddenInLibrary are the path prefixes of the modules that only rls,
+// grpclimit and cmd may bring in.
+var forbiddenInLibrary = []string{
+	"google.golang.org/grpc",
+	"github.com/envoyproxy/",
+	"google.golang.org/genproto/",
+}
+
+// keyed lists the packages that must stand without the Guava side.
+var keyed = []string{module + "/throttle", module + "/httplimit"}
+
+var guava = []string{module, module + "/smooth"}
+
+// platforms are the targets whose build constraints are followed: the ones
+// the tests run on and the ones with files of their own (tsc, prefetch,
+// redistest's signals).
+var platforms = [][2]string{
+	{"linux", "amd64"},
+	{"linux", "arm64"},
+	{"darwin", "arm64"},
+	{"windows", "amd64"},
+}
+
+// deps asks the go command for the full (non-test) dependency list of each
+// package, for one platform.
+func deps(t *testing.T, goos, goarch string, pkgs []string) map[string][]string {
+	t.Helper()
+	args := append([]string{"list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}"}, pkgs...)
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(cmd.Environ(), "GOOS="+goos, "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list for %s/%s: %v\n%s", goos, goarch, err, stderr.Bytes())
+	}
+	got := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		got[fields[0]] = fields[1:]
+	}
+	for _, p := range pkgs {
+		if _, ok := got[p]; !ok {
+			t.Fatalf("go list for %s/%s did not list %s:\n%s", goos, goarch, p, out)
+		}
+	}
+	return got
+}
+
+// violations returns the dependencies of pkg that match one of the
+// forbidden paths (exactly, or as a prefix when it ends in "/", or as the
+// module path of the dependency).
+func violations(depsOf []string, forbidden []string) []string {
+	var bad []string
+	for _, d := range depsOf {
+		for _, f := range forbidden {
+			if d == f || (strings.HasSuffix(f, "/") && strings.HasPrefix(d, f)) ||
+				(!strings.HasSuffix(f, "/") && strings.HasPrefix(d, f+"/")) {
+				bad = append(bad, d)
+				break
+			}
+		}
+	}
+	return bad
+}
+
+func TestLibraryDoesNotCompileGRPC(t *testing.T) {
+	for _, pl := range platforms {
+		got := deps(t, pl[0], pl[1], library)
+		for _, p := range library {
+			if len(got[p]) == 0 {
+				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
+			}
+			if bad := violations(got[p], forbiddenInLibrary); len(bad) > 0 {
+				t.Errorf("%s/%s: %s depends on %s (gRPC and Envoy's protos belong to rls, grpclimit and cmd only)",
+					pl[0], pl[1], p, strings.Join(bad, ", "))
+			}
+		}
+	}
+}
+
+func TestKeyedSideStandsAlone(t *testing.T) {
+	for _, pl := range platforms {
+		got := deps(t, pl[0], pl[1], keyed)
+		if !contains(got[module+"/httplimit"], module+"/throttle") {
+			t.Fatalf("%s/%s: httplimit does not depend on throttle: the test is not looking", pl[0], pl[1])
+		}
+		for _, p := range keyed {
+			for _, d := range got[p] {
+				if contains(guava, d) {
+					t.Errorf("%s/%s: %s depends on %s (the keyed side must not compile the Guava engine)",
+						pl[0], pl[1], p, d)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestViolations pins the matcher, so that a change to it cannot make the
+// tests above look at nothing.
+func TestViolations(t *testing.T) {
+	deps := []string{
+		"fmt",
+		"google.golang.org/grpc",
+		"google.golang.org/grpc/codes",
+		"google.golang.org/grpcx",
+		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
+		"google.golang.org/genproto/googleapis/rpc/status",
+		"google.golang.org/protobuf/proto",
+	}
+	got := violations(deps, forbiddenInLibrary)
+	want := []string{
+		"google.golang.org/grpc",
+		"google.golang.org/grpc/codes",
+		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
+		"google.golang.org/genproto/googleapis/rpc/status",
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("violations = %q, want %q", got, want)
+	}
+}
