@@ -44,13 +44,13 @@ func New(lim *throttle.Limiter, opts ...Option) (*Interceptor, error) {
 	}
 	in := &Interceptor{c: c}
 	var b strings.Builder
-	for i, l := range c.limits {
+	for i, l := range c.Limits {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		lm := l.lim.Limit()
-		fmt.Fprintf(&b, "%q;q=%d;w=%d", l.name, lm.Count, ceilSeconds(lm.Period))
-		in.quoted = append(in.quoted, strconv.Quote(l.name))
+		lm := l.Lim.Limit()
+		fmt.Fprintf(&b, "%q;q=%d;w=%d", l.Name, lm.Count, ceilSeconds(lm.Period))
+		in.quoted = append(in.quoted, strconv.Quote(l.Name))
 	}
 	in.policy = b.String()
 	return in, nil
@@ -144,12 +144,12 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 		if c.onError != nil {
 			c.onError(ctx, method, err)
 		}
-		if c.failOpen {
+		if c.FailOpen {
 			return nil, nil
 		}
-		md := metadata.MD{MDRetryAfter: {strconv.FormatInt(max(ceilSeconds(c.closedRetry), 1), 10)}}
+		md := metadata.MD{MDRetryAfter: {strconv.FormatInt(max(ceilSeconds(c.ClosedRetry), 1), 10)}}
 		st, _ := status.New(codes.Unavailable, "the rate limit could not be checked; retry later").
-			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(c.closedRetry)})
+			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(c.ClosedRetry)})
 		return md, st.Err()
 	}
 	allowed := throttle.Decisions(ds).Allowed()
@@ -165,21 +165,21 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 
 // decide asks the store about every limit, in one call.
 func (in *Interceptor) decide(ctx context.Context, method string, cost int) ([]throttle.Decision, error) {
-	if in.c.storeTimeout > 0 {
+	if in.c.StoreTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, in.c.storeTimeout)
+		ctx, cancel = context.WithTimeout(ctx, in.c.StoreTimeout)
 		defer cancel()
 	}
-	limits := in.c.limits
+	limits := in.c.Limits
 	var arr [128]byte
 	if len(limits) == 1 {
 		key := string(appendKey(arr[:0], &limits[0], ctx, method))
-		d, err := limits[0].lim.AllowN(ctx, key, cost)
+		d, err := limits[0].Lim.AllowN(ctx, key, cost)
 		return []throttle.Decision{d}, err
 	}
 	checks := make([]throttle.Check, len(limits))
 	for i := range limits {
-		checks[i] = throttle.Check{Limiter: limits[i].lim, Key: string(appendKey(arr[:0], &limits[i], ctx, method)), N: cost}
+		checks[i] = throttle.Check{Limiter: limits[i].Lim, Key: string(appendKey(arr[:0], &limits[i], ctx, method)), N: cost}
 	}
 	return throttle.AllowAll(ctx, checks...)
 }
@@ -227,7 +227,7 @@ func (in *Interceptor) refusal(md metadata.MD, ds []throttle.Decision) error {
 		} else {
 			wait = max(wait, d.RetryAfter)
 		}
-		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{Subject: in.c.limits[i].name, Description: desc})
+		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{Subject: in.c.Limits[i].Name, Description: desc})
 	}
 	var st *status.Status
 	if never {

@@ -2,14 +2,14 @@ package grpclimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"net"
 	"net/netip"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 )
 
 // A KeyPart is one component of a limit's key; see WithKey.
@@ -77,9 +77,9 @@ func (kp KeyPart) check() string {
 
 // appendKey appends a limit's key for a call: "name:part|part".
 func appendKey(b []byte, l *limitSpec, ctx context.Context, method string) []byte {
-	b = append(b, l.name...)
+	b = append(b, l.Name...)
 	b = append(b, ':')
-	for i, kp := range l.parts {
+	for i, kp := range l.Parts {
 		if i > 0 {
 			b = append(b, '|')
 		}
@@ -90,7 +90,7 @@ func appendKey(b []byte, l *limitSpec, ctx context.Context, method string) []byt
 			b = appendPeer(b, ctx)
 			continue
 		case partMethod:
-			b = appendBounded(b, method)
+			b = keyopt.AppendBounded(b, method)
 			continue
 		case partGlobal:
 			b = append(b, '*')
@@ -106,27 +106,13 @@ func appendKey(b []byte, l *limitSpec, ctx context.Context, method string) []byt
 		}
 		if ok && v != "" {
 			b = append(b, '=')
-			b = appendBounded(b, v)
+			b = keyopt.AppendBounded(b, v)
 		} else {
 			b = append(b, "ip="...)
 			b = appendPeer(b, ctx)
 		}
 	}
 	return b
-}
-
-// maxPart is the longest key part kept as it is; longer ones (the client
-// chooses metadata values) are replaced by their SHA-256, so that a flood
-// of long made-up values cannot make each stored key large.
-const maxPart = 64
-
-func appendBounded(b []byte, v string) []byte {
-	if len(v) <= maxPart {
-		return append(b, v...)
-	}
-	sum := sha256.Sum256([]byte(v))
-	b = append(b, "sha256:"...)
-	return base64.RawURLEncoding.AppendEncode(b, sum[:])
 }
 
 // appendPeer appends the peer's IP address (IPv6 by /64), or its address

@@ -3,9 +3,9 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -29,103 +29,42 @@ func (f optionFunc) apply(c *config) { f(c) }
 const DefaultName = "default"
 
 // config holds every knob with its default; build is the only place
-// defaults are set.
+// defaults are set. The limits and the store-failure policy are kept as
+// httplimit keeps them (internal/keyopt).
 type config struct {
-	limits       []limitSpec // [0] is New's limiter
-	cost         func(ctx context.Context, fullMethod string) int
-	skip         func(ctx context.Context, fullMethod string) bool
-	failOpen     bool
-	setClosed    bool // WithFailClosed was given
-	closedRetry  time.Duration
-	storeTimeout time.Duration
-	onError      func(ctx context.Context, fullMethod string, err error)
-	onRefusal    func(ctx context.Context, fullMethod string, d throttle.Decision)
-	errs         []error
+	keyopt.Config[KeyPart]
+	cost      func(ctx context.Context, fullMethod string) int
+	skip      func(ctx context.Context, fullMethod string) bool
+	onError   func(ctx context.Context, fullMethod string, err error)
+	onRefusal func(ctx context.Context, fullMethod string, d throttle.Decision)
 }
 
 // limitSpec is one limit checked on every call.
-type limitSpec struct {
-	name  string
-	lim   *throttle.Limiter
-	parts []KeyPart
-}
+type limitSpec = keyopt.Limit[KeyPart]
 
 func build(lim *throttle.Limiter, opts []Option) (*config, error) {
-	c := &config{
-		limits:      []limitSpec{{name: DefaultName, lim: lim, parts: []KeyPart{Peer()}}},
-		closedRetry: time.Second,
-	}
-	if lim == nil {
-		c.errorf("nil limiter")
-	}
-	for _, o := range opts {
-		if o == nil {
-			c.errorf("nil option")
-			continue
-		}
-		o.apply(c)
-	}
-	if c.failOpen && c.setClosed {
-		c.errorf("WithFailOpen and WithFailClosed contradict each other")
-	}
-	seen := map[string]bool{}
-	for _, l := range c.limits {
-		if !validName(l.name) {
-			c.errorf("limit name %q must be 1 to 64 printable ASCII characters without '\"', '\\\\' or ':'", l.name)
-		}
-		if seen[l.name] {
-			c.errorf("two limits named %q: each needs its own name (it also keeps their keys apart)", l.name)
-		}
-		seen[l.name] = true
-		for _, kp := range l.parts {
-			if err := kp.check(); err != "" {
-				c.errorf("limit %q: %s", l.name, err)
-			}
-		}
-	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
+	c := &config{Config: keyopt.New(ErrInvalidOption, lim, DefaultName, Peer())}
+	keyopt.Apply(&c.Config, opts, func(o Option) { o.apply(c) })
+	// A limit name travels as a structured-field string in the metadata
+	// and starts the store key.
+	if err := c.Check("limit name", KeyPart.check); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-func (c *config) errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...)))
-}
-
-// validName: a limit name travels as a structured-field string in the
-// metadata and starts the store key; plain printable ASCII keeps both
-// simple.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b > 0x7e || b == '"' || b == '\\' || b == ':' {
-			return false
-		}
-	}
-	return true
 }
 
 // WithName sets the name of the limit given to New (DefaultName otherwise).
 // Clients see it in the metadata and the QuotaFailure detail; it also
 // prefixes the limit's keys in the store.
 func WithName(name string) Option {
-	return optionFunc(func(c *config) { c.limits[0].name = name })
+	return optionFunc(func(c *config) { c.SetName(name) })
 }
 
 // WithKey sets what the limit given to New counts by: the parts are joined,
 // so WithKey(Peer(), Method()) gives each client its own allowance per
 // method. The default is Peer().
 func WithKey(parts ...KeyPart) Option {
-	return optionFunc(func(c *config) {
-		if len(parts) == 0 {
-			c.errorf("WithKey needs at least one part")
-			return
-		}
-		c.limits[0].parts = parts
-	})
+	return optionFunc(func(c *config) { c.SetKey(parts) })
 }
 
 // WithLimit adds a limit checked together with New's: a call passes only
@@ -133,16 +72,7 @@ func WithKey(parts ...KeyPart) Option {
 // (throttle.AllowAll). All limiters must share one store. name identifies
 // the limit in the metadata; parts default to Peer().
 func WithLimit(name string, lim *throttle.Limiter, parts ...KeyPart) Option {
-	return optionFunc(func(c *config) {
-		if lim == nil {
-			c.errorf("nil limiter for limit %q", name)
-			return
-		}
-		if len(parts) == 0 {
-			parts = []KeyPart{Peer()}
-		}
-		c.limits = append(c.limits, limitSpec{name: name, lim: lim, parts: parts})
-	})
+	return optionFunc(func(c *config) { c.AddLimit(name, lim, parts) })
 }
 
 // WithCost sets what a call costs (default 1), for example more for an
@@ -152,7 +82,7 @@ func WithLimit(name string, lim *throttle.Limiter, parts ...KeyPart) Option {
 func WithCost(cost func(ctx context.Context, fullMethod string) int) Option {
 	return optionFunc(func(c *config) {
 		if cost == nil {
-			c.errorf("nil cost function")
+			c.Errorf("nil cost function")
 			return
 		}
 		c.cost = cost
@@ -164,7 +94,7 @@ func WithCost(cost func(ctx context.Context, fullMethod string) int) Option {
 func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
 	return optionFunc(func(c *config) {
 		if skip == nil {
-			c.errorf("nil skip function")
+			c.Errorf("nil skip function")
 			return
 		}
 		c.skip = skip
@@ -175,7 +105,7 @@ func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
 // store fails (Redis down, a timeout). The default is to fail closed.
 // Either way the error goes to the hook of WithErrorHook.
 func WithFailOpen() Option {
-	return optionFunc(func(c *config) { c.failOpen = true })
+	return optionFunc(func(c *config) { c.FailOpen = true })
 }
 
 // WithFailClosed (the default, with one second) answers codes.Unavailable
@@ -183,13 +113,7 @@ func WithFailOpen() Option {
 // ResourceExhausted: the client is not over its limit, and gRPC clients
 // treat Unavailable as the transient failure it is.
 func WithFailClosed(retryAfter time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if retryAfter <= 0 {
-			c.errorf("fail-closed retry delay %v must be positive", retryAfter)
-			return
-		}
-		c.setClosed, c.closedRetry = true, retryAfter
-	})
+	return optionFunc(func(c *config) { c.SetFailClosed(retryAfter, "retry delay") })
 }
 
 // WithStoreTimeout bounds each decision of the store (a Redis round trip)
@@ -197,13 +121,7 @@ func WithFailClosed(retryAfter time.Duration) Option {
 // WithFailOpen). Without it, only the call's deadline and the Redis
 // client's own timeouts bound a decision.
 func WithStoreTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.errorf("store timeout %v must be positive", d)
-			return
-		}
-		c.storeTimeout = d
-	})
+	return optionFunc(func(c *config) { c.SetStoreTimeout(d) })
 }
 
 // WithErrorHook calls f with every store error, before failing open or
@@ -212,7 +130,7 @@ func WithStoreTimeout(d time.Duration) Option {
 func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.errorf("nil error hook")
+			c.Errorf("nil error hook")
 			return
 		}
 		c.onError = f
@@ -225,7 +143,7 @@ func WithErrorHook(f func(ctx context.Context, fullMethod string, err error)) Op
 func WithRefusalHook(f func(ctx context.Context, fullMethod string, d throttle.Decision)) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.errorf("nil refusal hook")
+			c.Errorf("nil refusal hook")
 			return
 		}
 		c.onRefusal = f

@@ -15,7 +15,7 @@ func clientKey(t *testing.T, r *http.Request, opts ...Option) string {
 		t.Fatal(err)
 	}
 	m := &middleware{config: c}
-	return m.key(&c.limits[0], r)
+	return m.key(&c.Limits[0], r)
 }
 
 func TestClientIP(t *testing.T) {

@@ -27,7 +27,7 @@ type DecisionHandler func(w http.ResponseWriter, r *http.Request, next http.Hand
 func WithDecisionHandler(f DecisionHandler) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.errorf("nil decision handler")
+			c.Errorf("nil decision handler")
 			return
 		}
 		c.decided = f
@@ -37,9 +37,9 @@ func WithDecisionHandler(f DecisionHandler) Option {
 // handOver calls the decision handler with the request's keys and a copy of
 // its decisions (ds lives on serve's stack; copying keeps it there).
 func (m *middleware) handOver(w http.ResponseWriter, r *http.Request, next http.Handler, ds []throttle.Decision) {
-	keys := make([]string, len(m.limits))
-	for i := range m.limits {
-		keys[i] = m.key(&m.limits[i], r)
+	keys := make([]string, len(m.Limits))
+	for i := range m.Limits {
+		keys[i] = m.key(&m.Limits[i], r)
 	}
 	m.decided(w, r, next, keys, slices.Clone(ds))
 }

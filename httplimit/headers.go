@@ -31,9 +31,9 @@ func policyValue(limits []limitSpec) string {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		lim := l.lim.Limit()
+		lim := l.Lim.Limit()
 		b = append(b, '"')
-		b = append(b, l.name...)
+		b = append(b, l.Name...)
 		b = append(b, `";q=`...)
 		b = strconv.AppendInt(b, int64(lim.Count), 10)
 		b = append(b, ";w="...)

@@ -2,13 +2,12 @@ package httplimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -23,11 +22,11 @@ func New(lim *throttle.Limiter, opts ...Option) (func(http.Handler) http.Handler
 	if err != nil {
 		return nil, err
 	}
-	policy := policyValue(c.limits)
+	policy := policyValue(c.Limits)
 	m := &middleware{config: c, policy: []string{policy}[:1:1],
-		small: !c.xHeaders && len(c.limits) == 1 && len(c.limits[0].name) <= 16}
-	for _, l := range c.limits {
-		m.quoted = append(m.quoted, `"`+l.name+`"`)
+		small: !c.xHeaders && len(c.Limits) == 1 && len(c.Limits[0].Name) <= 16}
+	for _, l := range c.Limits {
+		m.quoted = append(m.quoted, `"`+l.Name+`"`)
 	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
@@ -91,15 +90,15 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // in buf when they fit.
 func (m *middleware) decide(r *http.Request, cost int, buf []throttle.Decision) ([]throttle.Decision, error) {
 	ctx := r.Context()
-	if m.storeTimeout > 0 {
+	if m.StoreTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, m.storeTimeout)
+		ctx, cancel = context.WithTimeout(ctx, m.StoreTimeout)
 		defer cancel()
 	}
-	if len(m.limits) == 1 {
+	if len(m.Limits) == 1 {
 		var arr [96]byte
-		key := string(m.appendKey(arr[:0], &m.limits[0], r))
-		d, err := m.limits[0].lim.AllowN(ctx, key, cost)
+		key := string(m.appendKey(arr[:0], &m.Limits[0], r))
+		d, err := m.Limits[0].Lim.AllowN(ctx, key, cost)
 		return append(buf, d), err
 	}
 	// All keys in one string: one allocation whatever the number of
@@ -107,8 +106,8 @@ func (m *middleware) decide(r *http.Request, cost int, buf []throttle.Decision) 
 	var arr [256]byte
 	var ends [inline]int
 	b := arr[:0]
-	for i := range m.limits {
-		b = m.appendKey(b, &m.limits[i], r)
+	for i := range m.Limits {
+		b = m.appendKey(b, &m.Limits[i], r)
 		if i < inline {
 			ends[i] = len(b)
 		}
@@ -117,14 +116,14 @@ func (m *middleware) decide(r *http.Request, cost int, buf []throttle.Decision) 
 	var checksArr [inline]throttle.Check
 	checks := checksArr[:0]
 	start := 0
-	for i := range m.limits {
+	for i := range m.Limits {
 		var end int
 		if i < inline {
 			end = ends[i]
 		} else { // past inline limits: find the end again
-			end = len(m.appendKey(b[:start], &m.limits[i], r))
+			end = len(m.appendKey(b[:start], &m.Limits[i], r))
 		}
-		checks = append(checks, throttle.Check{Limiter: m.limits[i].lim, Key: all[start:end], N: cost})
+		checks = append(checks, throttle.Check{Limiter: m.Limits[i].Lim, Key: all[start:end], N: cost})
 		start = end
 	}
 	return throttle.AllowAll(ctx, checks...)
@@ -141,9 +140,9 @@ func (m *middleware) key(l *limitSpec, r *http.Request) string {
 // request) is replaced by the client IP, so leaving it out does not escape
 // the limit.
 func (m *middleware) appendKey(b []byte, l *limitSpec, r *http.Request) []byte {
-	b = append(b, l.name...)
+	b = append(b, l.Name...)
 	b = append(b, ':')
-	for i, kp := range l.parts {
+	for i, kp := range l.Parts {
 		if i > 0 {
 			b = append(b, '|')
 		}
@@ -156,9 +155,9 @@ func (m *middleware) appendKey(b []byte, l *limitSpec, r *http.Request) []byte {
 			continue
 		case partRoute:
 			if r.Pattern != "" {
-				b = appendBounded(b, r.Pattern)
+				b = keyopt.AppendBounded(b, r.Pattern)
 			} else {
-				b = appendBounded(b, r.URL.Path)
+				b = keyopt.AppendBounded(b, r.URL.Path)
 			}
 			continue
 		}
@@ -173,29 +172,13 @@ func (m *middleware) appendKey(b []byte, l *limitSpec, r *http.Request) []byte {
 		}
 		if ok && v != "" {
 			b = append(b, '=')
-			b = appendBounded(b, v)
+			b = keyopt.AppendBounded(b, v)
 		} else {
 			b = append(b, "ip="...)
 			b = m.appendClient(b, r)
 		}
 	}
 	return b
-}
-
-// maxPart is the longest key part kept as it is. Longer ones (a header, a
-// path: the client chooses them, up to the server's header limit of 1 MB)
-// are replaced by their SHA-256, so that a flood of long made-up values
-// cannot make each stored key large: the store bounds the number of keys,
-// and this bounds their size.
-const maxPart = 64
-
-func appendBounded(b []byte, v string) []byte {
-	if len(v) <= maxPart {
-		return append(b, v...)
-	}
-	sum := sha256.Sum256([]byte(v))
-	b = append(b, "sha256:"...)
-	return base64.RawURLEncoding.AppendEncode(b, sum[:])
 }
 
 // appendClient appends the client's address group, or, when the peer has no
@@ -216,12 +199,12 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 	if m.onError != nil {
 		m.onError(r, err)
 	}
-	if m.failOpen {
+	if m.FailOpen {
 		next.ServeHTTP(w, r)
 		return
 	}
 	h := w.Header()
-	h.Set(hRetryAfter, strconv.FormatInt(max(ceilSeconds(m.closedRetry), 1), 10))
+	h.Set(hRetryAfter, strconv.FormatInt(max(ceilSeconds(m.ClosedRetry), 1), 10))
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusServiceUnavailable)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -361,7 +362,7 @@ func TestKeys(t *testing.T) {
 	}
 	m := &middleware{config: c}
 	var got string
-	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) { got = m.key(&c.limits[0], r) })
+	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) { got = m.key(&c.Limits[0], r) })
 	r := httptest.NewRequest("GET", "/items/7", nil)
 	r.RemoteAddr = "192.0.2.1:1"
 	r.Header.Set("X-Api-Key", "k1")
@@ -372,7 +373,7 @@ func TestKeys(t *testing.T) {
 	// Without the header and the user, the client IP stands in.
 	r = httptest.NewRequest("GET", "/x", nil)
 	r.RemoteAddr = "192.0.2.1:1"
-	if got, want := m.key(&c.limits[0], r), "default:ip=192.0.2.1|ip=192.0.2.1|/x|*"; got != want {
+	if got, want := m.key(&c.Limits[0], r), "default:ip=192.0.2.1|ip=192.0.2.1|/x|*"; got != want {
 		t.Errorf("key %q, want %q", got, want)
 	}
 }
@@ -400,15 +401,15 @@ func TestLongKeyPartsAreHashed(t *testing.T) {
 	long := strings.Repeat("k", 100000)
 	r := httptest.NewRequest("GET", "/"+long, nil)
 	r.Header.Set("X-Api-Key", long)
-	k1 := m.key(&c.limits[0], r)
+	k1 := m.key(&c.Limits[0], r)
 	r.Header.Set("X-Api-Key", long[1:]+"j")
-	k2 := m.key(&c.limits[0], r)
+	k2 := m.key(&c.Limits[0], r)
 	if len(k1) > 120 || k1 == k2 || !strings.Contains(k1, "sha256:") {
 		t.Errorf("keys %q and %q: want short, distinct, hashed", k1, k2)
 	}
-	r.Header.Set("X-Api-Key", strings.Repeat("k", maxPart))
-	if got := m.key(&c.limits[0], r); !strings.HasPrefix(got, "default:="+strings.Repeat("k", maxPart)+"|") {
-		t.Errorf("a %d-byte part should be kept as is: %q", maxPart, got)
+	r.Header.Set("X-Api-Key", strings.Repeat("k", keyopt.MaxPart))
+	if got := m.key(&c.Limits[0], r); !strings.HasPrefix(got, "default:="+strings.Repeat("k", keyopt.MaxPart)+"|") {
+		t.Errorf("a %d-byte part should be kept as is: %q", keyopt.MaxPart, got)
 	}
 }
 

@@ -3,11 +3,11 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -33,111 +33,52 @@ func (f optionFunc) apply(c *config) { f(c) }
 const DefaultName = "default"
 
 // config holds every knob with its default; build is the only place
-// defaults are set.
+// defaults are set. The limits and the store-failure policy are kept as
+// grpclimit keeps them (internal/keyopt).
 type config struct {
-	limits         []limitSpec // [0] is New's limiter
+	keyopt.Config[KeyPart]
 	cost           func(*http.Request) int
 	trustedProxies []netip.Prefix
 	header         ForwardingHeader
 	v4Bits, v6Bits int
 	xHeaders       bool
-	failOpen       bool
-	setFailClosed  bool
-	closedRetry    time.Duration
-	storeTimeout   time.Duration
 	onError        func(*http.Request, error)
 	onRefusal      func(*http.Request, throttle.Decision)
 	deny           func(http.ResponseWriter, *http.Request, throttle.Decision)
 	decided        DecisionHandler
-	errs           []error
 }
 
 // limitSpec is one limit checked on every request.
-type limitSpec struct {
-	name  string
-	lim   *throttle.Limiter
-	parts []KeyPart
-}
+type limitSpec = keyopt.Limit[KeyPart]
 
 func build(lim *throttle.Limiter, opts []Option) (*config, error) {
 	c := &config{
-		limits:      []limitSpec{{name: DefaultName, lim: lim, parts: []KeyPart{IP()}}},
-		header:      XForwardedFor,
-		v4Bits:      32,
-		v6Bits:      64,
-		closedRetry: time.Second,
+		Config: keyopt.New(ErrInvalidOption, lim, DefaultName, IP()),
+		header: XForwardedFor,
+		v4Bits: 32,
+		v6Bits: 64,
 	}
-	if lim == nil {
-		c.errorf("nil limiter")
-	}
-	for _, o := range opts {
-		if o == nil {
-			c.errorf("nil option")
-			continue
-		}
-		o.apply(c)
-	}
-	if c.failOpen && c.setFailClosed {
-		c.errorf("WithFailOpen and WithFailClosed together")
-	}
-	seen := map[string]bool{}
-	for _, l := range c.limits {
-		if !validName(l.name) {
-			c.errorf("policy name %q must be 1 to 64 printable ASCII characters without '\"', '\\\\' or ':'", l.name)
-		}
-		if seen[l.name] {
-			c.errorf("two limits named %q: each needs its own name (it also keeps their keys apart)", l.name)
-		}
-		seen[l.name] = true
-		for _, kp := range l.parts {
-			if err := kp.check(); err != "" {
-				c.errorf("limit %q: %s", l.name, err)
-			}
-		}
-	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
+	keyopt.Apply(&c.Config, opts, func(o Option) { o.apply(c) })
+	// A policy name travels as a structured-field string in the headers
+	// and as a JSON string in the problem body, and starts the store key.
+	if err := c.Check("policy name", KeyPart.check); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-func (c *config) errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...)))
-}
-
-// validName: a policy name travels as a structured-field string in the
-// headers and as a JSON string in the problem body, and starts the store
-// key; keeping it to plain printable ASCII keeps all three simple.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b > 0x7e || b == '"' || b == '\\' || b == ':' {
-			return false
-		}
-	}
-	return true
 }
 
 // WithName sets the policy name of the limit given to New (DefaultName
 // otherwise). Clients see it in the RateLimit headers; it also prefixes the
 // limit's keys in the store.
 func WithName(name string) Option {
-	return optionFunc(func(c *config) { c.limits[0].name = name })
+	return optionFunc(func(c *config) { c.SetName(name) })
 }
 
 // WithKey sets what the limit given to New counts by: the parts are joined,
 // so WithKey(IP(), Route()) gives each client its own allowance per route.
 // The default is IP().
 func WithKey(parts ...KeyPart) Option {
-	return optionFunc(func(c *config) {
-		if len(parts) == 0 {
-			c.errorf("WithKey needs at least one part")
-			return
-		}
-		c.limits[0].parts = parts
-	})
+	return optionFunc(func(c *config) { c.SetKey(parts) })
 }
 
 // WithLimit adds a limit checked together with New's: a request passes
@@ -145,16 +86,7 @@ func WithKey(parts ...KeyPart) Option {
 // none (throttle.AllowAll). All limiters must share one store. name
 // identifies the limit in the headers; parts default to IP().
 func WithLimit(name string, lim *throttle.Limiter, parts ...KeyPart) Option {
-	return optionFunc(func(c *config) {
-		if lim == nil {
-			c.errorf("nil limiter for limit %q", name)
-			return
-		}
-		if len(parts) == 0 {
-			parts = []KeyPart{IP()}
-		}
-		c.limits = append(c.limits, limitSpec{name: name, lim: lim, parts: parts})
-	})
+	return optionFunc(func(c *config) { c.AddLimit(name, lim, parts) })
 }
 
 // WithCost sets what a request costs (default 1), for example more for an
@@ -164,7 +96,7 @@ func WithLimit(name string, lim *throttle.Limiter, parts ...KeyPart) Option {
 func WithCost(cost func(*http.Request) int) Option {
 	return optionFunc(func(c *config) {
 		if cost == nil {
-			c.errorf("nil cost function")
+			c.Errorf("nil cost function")
 			return
 		}
 		c.cost = cost
@@ -181,7 +113,7 @@ func WithTrustedProxies(cidrs ...string) Option {
 		for _, s := range cidrs {
 			p, err := netprefix.Parse(s)
 			if err != nil {
-				c.errorf("trusted proxy %q: %v", s, err)
+				c.Errorf("trusted proxy %q: %v", s, err)
 				continue
 			}
 			c.trustedProxies = append(c.trustedProxies, p)
@@ -196,7 +128,7 @@ func WithTrustedProxies(cidrs ...string) Option {
 func WithForwardingHeader(h ForwardingHeader) Option {
 	return optionFunc(func(c *config) {
 		if h != XForwardedFor && h != Forwarded {
-			c.errorf("unknown forwarding header %d", h)
+			c.Errorf("unknown forwarding header %d", h)
 			return
 		}
 		c.header = h
@@ -210,7 +142,7 @@ func WithForwardingHeader(h ForwardingHeader) Option {
 func WithIPPrefix(v4Bits, v6Bits int) Option {
 	return optionFunc(func(c *config) {
 		if v4Bits < 1 || v4Bits > 32 || v6Bits < 1 || v6Bits > 128 {
-			c.errorf("IP prefixes /%d and /%d: want 1–32 for IPv4 and 1–128 for IPv6", v4Bits, v6Bits)
+			c.Errorf("IP prefixes /%d and /%d: want 1–32 for IPv4 and 1–128 for IPv6", v4Bits, v6Bits)
 			return
 		}
 		c.v4Bits, c.v6Bits = v4Bits, v6Bits
@@ -229,20 +161,14 @@ func WithXRateLimitHeaders() Option {
 // (WithFailClosed); giving both is an error.
 // Either way the error goes to the hook of WithErrorHook.
 func WithFailOpen() Option {
-	return optionFunc(func(c *config) { c.failOpen = true })
+	return optionFunc(func(c *config) { c.FailOpen = true })
 }
 
 // WithFailClosed (the default, with one second) answers 503 Service
 // Unavailable with Retry-After: retryAfter (rounded up to whole seconds)
 // when the store fails.
 func WithFailClosed(retryAfter time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if retryAfter <= 0 {
-			c.errorf("fail-closed Retry-After %v must be positive", retryAfter)
-			return
-		}
-		c.setFailClosed, c.closedRetry = true, retryAfter
-	})
+	return optionFunc(func(c *config) { c.SetFailClosed(retryAfter, "Retry-After") })
 }
 
 // WithStoreTimeout bounds each decision of the store (a Redis round
@@ -251,13 +177,7 @@ func WithFailClosed(retryAfter time.Duration) Option {
 // client's own timeouts bound a call: a hung server then holds every
 // request for seconds. It costs a context and a timer per request.
 func WithStoreTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.errorf("store timeout %v must be positive", d)
-			return
-		}
-		c.storeTimeout = d
-	})
+	return optionFunc(func(c *config) { c.SetStoreTimeout(d) })
 }
 
 // WithErrorHook calls f with every store error, before failing open or
@@ -267,7 +187,7 @@ func WithStoreTimeout(d time.Duration) Option {
 func WithErrorHook(f func(r *http.Request, err error)) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.errorf("nil error hook")
+			c.Errorf("nil error hook")
 			return
 		}
 		c.onError = f
@@ -280,7 +200,7 @@ func WithErrorHook(f func(r *http.Request, err error)) Option {
 func WithRefusalHook(f func(r *http.Request, d throttle.Decision)) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.errorf("nil refusal hook")
+			c.Errorf("nil refusal hook")
 			return
 		}
 		c.onRefusal = f
@@ -294,7 +214,7 @@ func WithRefusalHook(f func(r *http.Request, d throttle.Decision)) Option {
 func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, d throttle.Decision)) Option {
 	return optionFunc(func(c *config) {
 		if f == nil {
-			c.errorf("nil deny handler")
+			c.Errorf("nil deny handler")
 			return
 		}
 		c.deny = f
