@@ -33,7 +33,7 @@
 //	deterministic tests of code that uses a limiter   WithClock and package clocktest, or
 //	                                                    testing/synctest with no option at all
 //	a limiter from the shell                          the ratelimit command (cmd/ratelimit):
-//	                                                    trace, pipe, run and proxy
+//	                                                    trace, pipe, run, proxy and rls
 //
 // Every limiter, local or distributed, satisfies Acquirer, the small
 // interface that code taking "a rate limiter" should accept; shape and jobs

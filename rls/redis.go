@@ -272,8 +272,8 @@ func (c *windowCache) put(key string, count uint64, end int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
-		// Full: drop a few entries, ended ones first if seen; Go's map
-		// order makes this a random eviction, bounded work per insert.
+		// Full: drop one entry; Go's map order makes it a random one,
+		// bounded work per insert.
 		seen := 0
 		for k := range c.m {
 			delete(c.m, k)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/rls"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -126,7 +127,7 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&redisURL, "redis", "", "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
 	fs.StringVar(&c.redisPasswordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
-	fs.DurationVar(&c.storeTimeout, "store-timeout", 50*time.Millisecond, "answer UNAVAILABLE when the store takes longer than this `duration`")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
 	fs.BoolVar(&c.responseHeaders, "response-headers", false, "add the reference's RateLimit-Limit, -Remaining and -Reset to response_headers_to_add")
 	fs.BoolVar(&c.ietfHeaders, "ietf-headers", false, "add the IETF RateLimit-Policy and RateLimit fields (and Retry-After when over the limit) to response_headers_to_add")
