@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/internal/testlong"
 )
 
 // TestHotPathMatchesLeaseScript: hot.lua answers the common lease with its
@@ -76,7 +77,8 @@ func hotTrial(t *testing.T, c *redis.Client, kind string, rate0, warmup float64,
 		}
 		return r, v
 	}
-	for step := range 3000 {
+	// 1200 steps a trial in scripts/test, 3000 in test-more (testlong).
+	for step := range testlong.Pick(1200, 3000) {
 		switch x := rng.IntN(100); {
 		case x < 3:
 			now += 600_000 + rng.Int64N(2_000_000) // across registry slots

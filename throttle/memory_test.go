@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/testlong"
 )
 
 func TestMemoryAllowExistingKeyAllocatesNothing(t *testing.T) {
@@ -213,7 +214,15 @@ func TestMemoryNoEvictionBelowShardSize(t *testing.T) {
 	const maxKeys = 1 << 17
 	s := memStore(WithStoreClock(clk), WithMaxKeys(maxKeys))
 	lim := mustNew(t, s, FixedWindow, PerHour(1))
+	// Stats visits every shard: read it once at 80% full, then after
+	// every key until the first eviction.
 	i := 0
+	for ; i < maxKeys*8/10; i++ {
+		mustAllow(t, lim, strconv.Itoa(i), 1)
+	}
+	if ev := s.Stats().Evictions; ev != 0 {
+		t.Fatalf("%d evictions after %d keys of %d (%d shards): not past 80%% full", ev, i, maxKeys, len(s.shards))
+	}
 	for ; s.Stats().Evictions == 0; i++ {
 		mustAllow(t, lim, strconv.Itoa(i), 1)
 	}
@@ -265,15 +274,18 @@ func TestMemoryConcurrentExact(t *testing.T) {
 	}
 }
 
-// TestMemoryFloodHeapBounded sends 2 million distinct keys through a store
-// of 200 000 (the benchmark BenchmarkMemoryFlood does 10 million through 1
-// million and reports bytes per key): the live heap after the flood must
-// be what 200 000 keys need, not 2 million.
+// TestMemoryFloodHeapBounded sends 10 times a store's WithMaxKeys in
+// distinct keys through it (500 000 through 50 000 in scripts/test, 2
+// million through 200 000 in scripts/test-more; the benchmark
+// BenchmarkMemoryFlood does 10 million through 1 million and reports bytes
+// per key): the live heap after the flood must be what the kept keys need,
+// not ten times as many.
 func TestMemoryFloodHeapBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates ~100 MB")
 	}
-	const maxKeys, flood = 200_000, 2_000_000
+	maxKeys := testlong.Pick(50_000, 200_000)
+	flood := 10 * maxKeys
 	perKey := floodHeapPerKey(t, maxKeys, flood)
 	// A key costs about 100 bytes (docs/throttle.md: 95 after 10 million
 	// keys through 1 million); 10× as many keys kept would cost about 1000.

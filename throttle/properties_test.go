@@ -8,9 +8,15 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/testlong"
 )
 
 const propertySeeds = 25
+
+// storeSeeds is how many random traces per algorithm the property tests
+// send through every store (Redis included, a round trip per request): 12
+// in scripts/test, propertySeeds in scripts/test-more (testlong).
+var storeSeeds = testlong.Pick(12, propertySeeds)
 
 // TestPropertyStoresDecideAsDefined runs random traces (time jumps, a clock
 // stepping back, n from 0 to beyond the limit, Resets) through every store
@@ -24,7 +30,7 @@ func TestPropertyStoresDecideAsDefined(t *testing.T) {
 		clk := newSetClock()
 		s := newStore(clk)
 		for _, alg := range allAlgorithms {
-			for seed := range uint64(propertySeeds) {
+			for seed := range uint64(storeSeeds) {
 				r := rand.New(rand.NewPCG(seed, uint64(alg)))
 				l := randomLimit(r, alg)
 				lim := mustNew(t, s, alg, l)
@@ -70,7 +76,7 @@ func TestPropertyPeeksAndRefusalsChangeNothing(t *testing.T) {
 		clkA, clkB := newSetClock(), newSetClock()
 		a, b := newStore(clkA), newStore(clkB)
 		for _, alg := range allAlgorithms {
-			for seed := range uint64(propertySeeds / 2) {
+			for seed := range uint64(storeSeeds / 2) {
 				r := rand.New(rand.NewPCG(seed, 7))
 				l := randomLimit(r, alg)
 				la, lb := mustNew(t, a, alg, l), mustNew(t, b, alg, l)

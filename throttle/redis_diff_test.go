@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/testlong"
 )
 
 // TestRedisDifferential runs long random sequences through a MemoryStore
@@ -53,17 +55,19 @@ func TestRedisMatchesDefinition(t *testing.T) {
 	}
 }
 
+// diffSeeds is how many random sequences each algorithm of a differential
+// test runs: 3 in scripts/test, 6 in scripts/test-more (testlong).
 func diffSeeds() int {
 	if testing.Short() {
 		return 2
 	}
-	return 6
+	return testlong.Pick(3, 6)
 }
 
 // runDifferential runs one random sequence through a and b. With free,
 // limits of any periods share keys and the clock steps back anywhere.
 func runDifferential(t *testing.T, r *rand.Rand, alg Algorithm, clk *setClock, a, b Store, free bool) {
-	ops := 1500
+	ops := testlong.Pick(800, 1500)
 	if testing.Short() {
 		ops = 400
 	}

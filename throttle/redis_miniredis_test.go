@@ -9,6 +9,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/testlong"
 )
 
 // miniredisFor starts an in-process miniredis driven by clk: its TIME
@@ -58,7 +60,9 @@ func (s *miniStore) reset(ctx context.Context, alg Algorithm, key string) error 
 // same clock: the differential test of TestRedisDifferential.
 func TestMiniredisMatchesMemory(t *testing.T) {
 	for _, alg := range allAlgorithms {
-		for seed := range 2 {
+		// miniredis runs in the test's process, under the race detector:
+		// one sequence per algorithm in scripts/test, two in test-more.
+		for seed := range testlong.Pick(1, 2) {
 			t.Run(fmt.Sprintf("%v/seed%d", alg, seed), func(t *testing.T) {
 				mr, c := miniredisFor(t)
 				clk := newSetClock()
