@@ -17,7 +17,9 @@ import (
 //go:embed lua/windows.lua
 var windowsLua string
 
-var windowsScript = redisscript.New(windowsLua)
+// The windows script packs no doubles: it runs without the Prelude, whose
+// definitions Redis would otherwise run with every call.
+var windowsScript = redisscript.NewPlain(windowsLua)
 
 // RedisStore keeps every counter in Redis (a server, a failover group or a
 // Cluster), shared by every instance that uses it.
