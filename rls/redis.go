@@ -47,6 +47,10 @@ type RedisStore struct {
 	clock   func() time.Time
 	lim     *throttle.RedisStore
 	refused *windowCache // nil: no refusal cache
+	// batch sends concurrent calls' windows in one script, by mode
+	// (counting every hit, or only admitted ones); nil for a Cluster or
+	// a Ring, whose keys live on several servers.
+	batch [2]*windowBatcher
 }
 
 // NewRedisStore returns a store over client. Options: WithKeyPrefix,
@@ -80,9 +84,11 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}
-	switch client.(type) {
+	switch c := client.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		s.sharded = true
+	case *redis.Client:
+		s.batch = [2]*windowBatcher{{client: c, mode: "0"}, {client: c, mode: "1"}}
 	}
 	if cfg.refusalCache > 0 {
 		s.refused = newWindowCache(cfg.refusalCache)
@@ -123,12 +129,14 @@ func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted b
 			return nil
 		}
 	}
-	mode := "0"
+	mode, m := "0", 0
 	if onlyAdmitted {
-		mode = "1"
+		mode, m = "1", 1
 	}
 	var err error
-	if s.sharded && len(pending) > 1 {
+	if b := s.batch[m]; b != nil {
+		err = b.windows(ctx, pending)
+	} else if s.sharded && len(pending) > 1 {
 		err = s.runPipelined(ctx, pending, mode)
 	} else {
 		err = s.runOne(ctx, pending, mode)
@@ -219,7 +227,7 @@ func fill(ops []windowOp, v []int64) error {
 	}
 	for i := range ops {
 		if v[i] < 0 {
-			return fmt.Errorf("%w: window %q holds %d", ErrMisconfigured, ops[i].key, v[i])
+			return fmt.Errorf("%w: window %q holds something other than a count", ErrMisconfigured, ops[i].key)
 		}
 		ops[i].after = uint64(v[i])
 	}

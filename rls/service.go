@@ -32,9 +32,14 @@ type Service struct {
 	// batch: the additions of all descriptors go to one AllowAll (a
 	// MemoryStore, or a Redis that is not a Cluster or a Ring, where keys
 	// of several descriptors may live in several slots).
-	batch   bool
-	cfg     serviceConfig
-	metrics metrics
+	batch bool
+	// boundedWindows: the store's windows call returns when its context
+	// ends, whatever the client does (a RedisStore that batches), so
+	// that a call with only windows runs it without a goroutine of its
+	// own.
+	boundedWindows bool
+	cfg            serviceConfig
+	metrics        metrics
 }
 
 // compiled is a Config with the additions' limiters built over the store.
@@ -62,6 +67,7 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
 	if r, ok := store.(*RedisStore); ok {
 		s.batch = !r.sharded
+		s.boundedWindows = r.batch[0] != nil
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
@@ -356,6 +362,9 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
 		defer cancel()
+	}
+	if len(jobs) == 1 && len(work) == 0 && s.boundedWindows {
+		return jobs[0](ctx)
 	}
 	// The jobs run apart from the caller, who returns when the context
 	// ends whether or not the client honours it (go-redis reads past a
