@@ -150,6 +150,7 @@ type call struct {
 	limits    []*limitSpec // the limits applied (after replaces)
 	results   []result
 	base      []byte // store key of the descriptor, without window or index
+	stats     *ruleStats
 }
 
 // ShouldRateLimit decides one request, as envoyproxy/ratelimit does unless
@@ -240,7 +241,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		var buf [128]byte // the key's common start, on the stack when it fits
 		base := s.appendBaseKey(buf[:0], req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
-		s.metrics.rule(c.m.statsKey).totalHits.Add(c.hits)
+		c.stats = s.metrics.rule(c.m.statsKey)
+		c.stats.totalHits.Add(c.hits)
 		c.results, results = results[:len(c.limits):len(c.limits)], results[len(c.limits):]
 		for k, l := range c.limits {
 			c.results[k] = result{limit: l, max: uint64(l.RequestsPerUnit)}
@@ -574,7 +576,7 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, calls []call) *rlsv3.Rate
 			continue
 		}
 		r := strictest(c.results)
-		stats := s.metrics.rule(c.m.statsKey)
+		stats := c.stats
 		s.count(stats, r, c.hits, c.m.rule.ShadowMode)
 		code := rlsv3.RateLimitResponse_OK
 		if r.over && !c.m.rule.ShadowMode {
