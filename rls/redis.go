@@ -31,8 +31,10 @@ var windowsScript = redisscript.NewPlain(windowsLua)
 // created, not with every hit. In a Cluster the descriptors' keys live in
 // different slots, so the store sends one script per key in one pipeline:
 // go-redis sends each node its share at once, one round trip per node, in
-// parallel; a Ring likewise. The additions' algorithms run throttle's
-// RedisStore.
+// parallel; a Ring likewise. On one server (or a failover group), calls
+// that arrive while a round trip is in flight share the next one: one
+// script over all their keys, with no waiting window (see windowBatcher).
+// The additions' algorithms run throttle's RedisStore.
 //
 // Time is this process's clock, as in the reference: instances sharing a
 // Redis must have synchronised clocks (the windows are aligned on the
