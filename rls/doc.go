@@ -83,7 +83,10 @@
 //
 // A RedisStore adds to all of a call's windows with one Lua script in one
 // round trip (in a Cluster, one pipeline: one script per key, sent to each
-// node at once), setting a counter's TTL only when it creates it. The
+// node at once), setting a counter's TTL only when it creates it. On one
+// server, the calls that arrive while a round trip is in flight go
+// together in the next one, one script for all their windows, with no
+// delay added: a busy store makes fewer, larger round trips. The
 // additions' algorithms use throttle's RedisStore: all of a call's
 // descriptors that use them are decided by one throttle.AllowAll, one
 // script, when they all fit (when one does not, nothing is counted, it is

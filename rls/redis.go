@@ -17,7 +17,9 @@ import (
 //go:embed lua/windows.lua
 var windowsLua string
 
-var windowsScript = redisscript.New(windowsLua)
+// The windows script packs no doubles: it runs without the Prelude, whose
+// definitions Redis would otherwise run with every call.
+var windowsScript = redisscript.NewPlain(windowsLua)
 
 // RedisStore keeps every counter in Redis (a server, a failover group or a
 // Cluster), shared by every instance that uses it.
@@ -29,8 +31,10 @@ var windowsScript = redisscript.New(windowsLua)
 // created, not with every hit. In a Cluster the descriptors' keys live in
 // different slots, so the store sends one script per key in one pipeline:
 // go-redis sends each node its share at once, one round trip per node, in
-// parallel; a Ring likewise. The additions' algorithms run throttle's
-// RedisStore.
+// parallel; a Ring likewise. On one server (or a failover group), calls
+// that arrive while a round trip is in flight share the next one: one
+// script over all their keys, with no waiting window (see windowBatcher).
+// The additions' algorithms run throttle's RedisStore.
 //
 // Time is this process's clock, as in the reference: instances sharing a
 // Redis must have synchronised clocks (the windows are aligned on the
@@ -45,6 +49,10 @@ type RedisStore struct {
 	clock   func() time.Time
 	lim     *throttle.RedisStore
 	refused *windowCache // nil: no refusal cache
+	// batch sends concurrent calls' windows in one script, by mode
+	// (counting every hit, or only admitted ones); nil for a Cluster or
+	// a Ring, whose keys live on several servers.
+	batch [2]*windowBatcher
 }
 
 // NewRedisStore returns a store over client. Options: WithKeyPrefix,
@@ -78,9 +86,11 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}
-	switch client.(type) {
+	switch c := client.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		s.sharded = true
+	case *redis.Client:
+		s.batch = [2]*windowBatcher{{client: c, mode: "0"}, {client: c, mode: "1"}}
 	}
 	if cfg.refusalCache > 0 {
 		s.refused = newWindowCache(cfg.refusalCache)
@@ -121,12 +131,14 @@ func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted b
 			return nil
 		}
 	}
-	mode := "0"
+	mode, m := "0", 0
 	if onlyAdmitted {
-		mode = "1"
+		mode, m = "1", 1
 	}
 	var err error
-	if s.sharded && len(pending) > 1 {
+	if b := s.batch[m]; b != nil {
+		err = b.windows(ctx, pending)
+	} else if s.sharded && len(pending) > 1 {
 		err = s.runPipelined(ctx, pending, mode)
 	} else {
 		err = s.runOne(ctx, pending, mode)
@@ -217,7 +229,7 @@ func fill(ops []windowOp, v []int64) error {
 	}
 	for i := range ops {
 		if v[i] < 0 {
-			return fmt.Errorf("%w: window %q holds %d", ErrMisconfigured, ops[i].key, v[i])
+			return fmt.Errorf("%w: window %q holds something other than a count", ErrMisconfigured, ops[i].key)
 		}
 		ops[i].after = uint64(v[i])
 	}

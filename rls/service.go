@@ -1,10 +1,12 @@
 package rls
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,9 +34,14 @@ type Service struct {
 	// batch: the additions of all descriptors go to one AllowAll (a
 	// MemoryStore, or a Redis that is not a Cluster or a Ring, where keys
 	// of several descriptors may live in several slots).
-	batch   bool
-	cfg     serviceConfig
-	metrics metrics
+	batch bool
+	// boundedWindows: the store's windows call returns when its context
+	// ends, whatever the client does (a RedisStore that batches), so
+	// that a call with only windows runs it without a goroutine of its
+	// own.
+	boundedWindows bool
+	cfg            serviceConfig
+	metrics        metrics
 }
 
 // compiled is a Config with the additions' limiters built over the store.
@@ -62,6 +69,7 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
 	if r, ok := store.(*RedisStore); ok {
 		s.batch = !r.sharded
+		s.boundedWindows = r.batch[0] != nil
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
@@ -142,6 +150,7 @@ type call struct {
 	limits    []*limitSpec // the limits applied (after replaces)
 	results   []result
 	base      []byte // store key of the descriptor, without window or index
+	stats     *ruleStats
 }
 
 // ShouldRateLimit decides one request, as envoyproxy/ratelimit does unless
@@ -196,7 +205,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			c.hits = max(1, uint64(req.GetHitsAddend()))
 		}
 	}
-	var ops []windowOp
+	nLimits, nWindows := 0, 0
 	for i := range calls {
 		c := &calls[i]
 		if c.m.rule == nil || c.unlimited {
@@ -211,22 +220,49 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				}
 			}
 		}
+		nLimits += len(c.limits)
+		for _, l := range c.limits {
+			if l.referenceWindow() {
+				nWindows++
+			}
+		}
+	}
+	// One allocation each for all descriptors' results and windows.
+	results := make([]result, nLimits)
+	var ops []windowOp
+	if nWindows > 0 {
+		ops = make([]windowOp, 0, nWindows)
+	}
+	additions := false
+	for i := range calls {
+		c := &calls[i]
 		if len(c.limits) == 0 {
 			continue
 		}
-		c.base = s.baseKey(req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
-		s.metrics.rule(c.m.statsKey).totalHits.Add(c.hits)
-		c.results = make([]result, len(c.limits))
+		var buf [128]byte // the key's common start, on the stack when it fits
+		base := s.appendBaseKey(buf[:0], req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
+		c.stats = s.metrics.rule(c.m.statsKey)
+		c.stats.totalHits.Add(c.hits)
+		c.results, results = results[:len(c.limits):len(c.limits)], results[len(c.limits):]
 		for k, l := range c.limits {
 			c.results[k] = result{limit: l, max: uint64(l.RequestsPerUnit)}
 			if l.referenceWindow() {
 				div := l.seconds()
 				start := now / div * div
-				ops = append(ops, windowOp{key: windowKey(c.base, l.index, start), hits: c.hits, limit: uint64(l.RequestsPerUnit), ttl: start + div - now})
+				ops = append(ops, windowOp{key: windowKey(base, l.index, start), hits: c.hits, limit: uint64(l.RequestsPerUnit), ttl: start + div - now})
+			} else if c.base == nil {
+				c.base = bytes.Clone(base)
+				additions = true
 			}
 		}
 	}
-	if err := s.decide(ctx, st, calls, ops); err != nil {
+	var err error
+	if additions {
+		err = s.decide(ctx, st, calls, ops)
+	} else {
+		err = s.windowsOnly(ctx, ops)
+	}
+	if err != nil {
 		s.metrics.storeErrors.Add(1)
 		return nil, grpcstatus.Error(codes.Unavailable, err.Error())
 	}
@@ -255,16 +291,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return s.respond(req, calls), nil
 }
 
-// baseKey is the reference's cache key without its window: prefix, domain,
-// then "key_value_" per entry (a share_threshold entry's value replaced by
-// its wildcard, so that all its values share one counter).
-// It has room left for a window's start, which windowKey appends.
-func (s *Service) baseKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) []byte {
-	n := len(domain) + 1
+// appendBaseKey appends to b the reference's cache key without its window:
+// prefix, domain, then "key_value_" per entry (a share_threshold entry's
+// value replaced by its wildcard, so that all its values share one
+// counter). It leaves room for a window's start, which windowKey appends.
+func (s *Service) appendBaseKey(b []byte, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) []byte {
+	n := len(s.storePrefix()) + len(domain) + 1
 	for _, e := range entries {
 		n += len(e.GetKey()) + len(e.GetValue()) + 2
 	}
-	b := make([]byte, 0, n+24)
+	b = slices.Grow(b, n+24)
 	b = append(b, s.storePrefix()...)
 	b = append(b, domain...)
 	b = append(b, '_')
@@ -302,6 +338,26 @@ func windowKey(base []byte, index int, start int64) string {
 		b = append(b, '_')
 	}
 	return string(strconv.AppendInt(b, start, 10))
+}
+
+// windowsOnly runs the store work of a call without additions: its
+// windows, if any, bounded by the store timeout when the store has round
+// trips.
+func (s *Service) windowsOnly(ctx context.Context, ops []windowOp) error {
+	switch {
+	case len(ops) == 0:
+		return nil
+	case !s.redis:
+		return s.store.windows(ctx, ops, s.cfg.onlyAdmitted)
+	case s.boundedWindows:
+		if s.cfg.storeTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
+			defer cancel()
+		}
+		return s.store.windows(ctx, ops, s.cfg.onlyAdmitted)
+	}
+	return s.decide(ctx, nil, nil, ops)
 }
 
 // decide runs the store work: every reference window in one windows call,
@@ -500,32 +556,37 @@ func ceilSeconds(ns int64) int64 {
 // respond turns the results into the response and counts them.
 func (s *Service) respond(req *rlsv3.RateLimitRequest, calls []call) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls))}
+	// Each status with its limit and reset, all in one allocation.
+	blocks := make([]statusBlock, len(calls))
 	overall := rlsv3.RateLimitResponse_OK
 	var minStatus *rlsv3.RateLimitResponse_DescriptorStatus
 	minRemaining := uint32(math.MaxUint32)
 	for i := range calls {
 		c := &calls[i]
 		if c.unlimited {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			ds := &blocks[i].status
+			ds.Code, ds.LimitRemaining = rlsv3.RateLimitResponse_OK, math.MaxUint32
+			resp.Statuses[i] = ds
 			continue
 		}
 		if len(c.results) == 0 {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			ds := &blocks[i].status
+			ds.Code = rlsv3.RateLimitResponse_OK
+			resp.Statuses[i] = ds
 			continue
 		}
 		r := strictest(c.results)
-		stats := s.metrics.rule(c.m.statsKey)
+		stats := c.stats
 		s.count(stats, r, c.hits, c.m.rule.ShadowMode)
 		code := rlsv3.RateLimitResponse_OK
 		if r.over && !c.m.rule.ShadowMode {
 			code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		ds := &rlsv3.RateLimitResponse_DescriptorStatus{
-			Code:               code,
-			CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.limit.Name, RequestsPerUnit: r.limit.RequestsPerUnit, Unit: r.limit.Unit},
-			LimitRemaining:     r.remaining,
-			DurationUntilReset: &durationpb.Duration{Seconds: r.reset},
-		}
+		b := &blocks[i]
+		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.limit.Name, r.limit.RequestsPerUnit, r.limit.Unit
+		b.reset.Seconds = r.reset
+		ds := &b.status
+		ds.Code, ds.CurrentLimit, ds.LimitRemaining, ds.DurationUntilReset = code, &b.limit, r.remaining, &b.reset
 		if ds.LimitRemaining < minRemaining {
 			minStatus, minRemaining = ds, ds.LimitRemaining
 		}
@@ -555,6 +616,13 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, calls []call) *rlsv3.Rate
 	}
 	resp.OverallCode = overall
 	return resp
+}
+
+// statusBlock holds one descriptor's status and the messages it points to.
+type statusBlock struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
 }
 
 // strictest is the result a descriptor reports: its first over-limit

@@ -314,7 +314,7 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		logged.note(err)
 		return resp, err
 	})
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(rlsServerOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.grpc)
 

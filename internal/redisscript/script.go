@@ -31,6 +31,14 @@ func New(body string) *Script {
 	return &Script{src: src, sha: hex.EncodeToString(h[:])}
 }
 
+// NewPlain returns the script whose source is body alone, for a script
+// that uses neither packd nor unpackd: Redis runs a script's whole source
+// on every EVALSHA, and the Prelude's definitions cost every call.
+func NewPlain(body string) *Script {
+	h := sha1.Sum([]byte(body))
+	return &Script{src: body, sha: hex.EncodeToString(h[:])}
+}
+
 // Source is the whole source sent with EVAL: Prelude and the body.
 func (s *Script) Source() string { return s.src }
 

@@ -113,3 +113,25 @@ func TestRunFallback(t *testing.T) {
 		}
 	}
 }
+
+// A plain script is its body alone, runs with EVALSHA once loaded, and has
+// another hash than the same body after the Prelude.
+func TestNewPlain(t *testing.T) {
+	body := "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+	s := NewPlain(body)
+	if s.Source() != body {
+		t.Fatalf("source %q, want the body alone", s.Source())
+	}
+	if s.Hash() == New(body).Hash() {
+		t.Fatal("a plain script has the hash of the same body after the Prelude")
+	}
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	for want := int64(2); want <= 4; want += 2 {
+		n, err := s.Run(context.Background(), c, []string{"k"}, 2).Int64()
+		if err != nil || n != want {
+			t.Fatalf("run: %d, %v; want %d", n, err, want)
+		}
+	}
+}

@@ -6,30 +6,43 @@
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1]: the i-th window's hits, its limit and
 --          the seconds until it ends (its counter's TTL).
 -- Returns, per window, the count after the hits (or as if they had been
--- added, when they were not). The TTL is set only when the counter is
--- created: one EXPIRE per window, not one per hit. INCRBY is given the
--- hits as they came (a string): Lua prints a number of 10^17 or more in
--- exponent notation, which INCRBY refuses.
+-- added, when they were not), or -1 for a key that holds something other
+-- than a counter: the keys may be several calls' (see batch.go), and one
+-- call's bad key must not fail the others. The TTL is set only when the
+-- counter is created: one EXPIRE per window, not one per hit. INCRBY is
+-- given the hits as they came (a string): Lua prints a number of 10^17 or
+-- more in exponent notation, which INCRBY refuses.
+local rpcall, tonumber = redis.pcall, tonumber
 local only_admitted = ARGV[1] == '1'
 local out = {}
 for i, key in ipairs(KEYS) do
   local hits = tonumber(ARGV[3 * i - 1])
-  local limit = tonumber(ARGV[3 * i])
   local count
-  if hits == 0 then
-    count = tonumber(redis.call('GET', key) or '0')
-  elseif only_admitted then
-    local cur = tonumber(redis.call('GET', key) or '0')
-    count = cur + hits
-    if count <= limit then
-      redis.call('INCRBY', key, ARGV[3 * i - 1])
-      if cur == 0 then
-        redis.call('EXPIRE', key, ARGV[3 * i + 1])
+  if hits == 0 or only_admitted then
+    local cur = rpcall('GET', key)
+    if type(cur) == 'table' then
+      count = -1
+    else
+      cur = tonumber(cur or '0')
+      if cur == nil then
+        count = -1
+      elseif hits == 0 then
+        count = cur
+      else
+        count = cur + hits
+        if count <= tonumber(ARGV[3 * i]) then
+          redis.call('INCRBY', key, ARGV[3 * i - 1])
+          if cur == 0 then
+            redis.call('EXPIRE', key, ARGV[3 * i + 1])
+          end
+        end
       end
     end
   else
-    count = redis.call('INCRBY', key, ARGV[3 * i - 1])
-    if count == hits then
+    count = rpcall('INCRBY', key, ARGV[3 * i - 1])
+    if type(count) == 'table' then
+      count = -1
+    elseif count == hits then
       redis.call('EXPIRE', key, ARGV[3 * i + 1])
     end
   end
