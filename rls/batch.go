@@ -32,10 +32,19 @@ type windowBatcher struct {
 
 // windowReq is one call's windows, waiting for their batch.
 type windowReq struct {
-	ctx  context.Context
-	ops  []windowOp
-	done chan error // buffered: the batch never waits on a caller
+	ctx      context.Context
+	deadline time.Time // the caller's bound besides ctx's (zero: none)
+	ops      []windowOp
+	done     chan error // buffered: the batch never waits on a caller
 }
+
+// timers bound the callers' waits: a pooled timer costs no allocation,
+// unlike a context with a timeout per call.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // maxBatchKeys bounds one script's keys: a longer queue goes in several
 // round trips, so that one script does not hold Redis for long.
@@ -49,13 +58,24 @@ const batchRunners = 1
 
 var windowReqPool = sync.Pool{New: func() any { return &windowReq{done: make(chan error, 1)} }}
 
-// windows runs ops in the next batch and returns when they are counted or
-// ctx ends (ErrUnavailable), whichever comes first. A caller that gives up
-// leaves its ops to the batch, which may still count them, as a round trip
-// cut short by a timeout may have.
-func (b *windowBatcher) windows(ctx context.Context, ops []windowOp) error {
+// windows runs ops in the next batch and returns when they are counted, or
+// ctx ends, or timeout (if not 0) passes (ErrUnavailable), whichever comes
+// first. A caller that gives up leaves its ops to the batch, which may
+// still count them, as a round trip cut short by a timeout may have.
+func (b *windowBatcher) windows(ctx context.Context, ops []windowOp, timeout time.Duration) error {
 	r := windowReqPool.Get().(*windowReq)
-	r.ctx, r.ops = ctx, ops
+	r.ctx, r.ops, r.deadline = ctx, ops, time.Time{}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		r.deadline = time.Now().Add(timeout)
+		t := timers.Get().(*time.Timer)
+		t.Reset(timeout)
+		defer func() {
+			t.Stop() // since Go 1.23, no stale tick is left for the next user
+			timers.Put(t)
+		}()
+		expired = t.C
+	}
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
 	if b.runners < batchRunners {
@@ -70,7 +90,33 @@ func (b *windowBatcher) windows(ctx context.Context, ops []windowOp) error {
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	case <-expired:
+		return fmt.Errorf("%w: %w", ErrUnavailable, context.DeadlineExceeded)
 	}
+}
+
+// gone reports whether r's caller has stopped waiting, and its error.
+func (r *windowReq) gone(now time.Time) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	if !r.deadline.IsZero() && !now.Before(r.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// until is when r's caller stops waiting (ok false: it waits for the
+// answer, bounded only by the client's own timeouts).
+func (r *windowReq) until() (time.Time, bool) {
+	d, ok := r.ctx.Deadline()
+	if r.deadline.IsZero() {
+		return d, ok
+	}
+	if ok && d.Before(r.deadline) {
+		return d, true
+	}
+	return r.deadline, true
 }
 
 // run sends batches while calls queue, then ends: an idle store holds no
@@ -108,15 +154,17 @@ func (b *windowBatcher) send(batch []*windowReq) {
 	var deadline time.Time
 	bounded := true
 	keys := 0
+	now := time.Now()
 	for _, r := range batch {
-		if r.ctx.Err() != nil {
-			// Gone: answered UNAVAILABLE; its hits are not sent.
-			r.done <- r.ctx.Err()
+		if err := r.gone(now); err != nil {
+			// Answered UNAVAILABLE (or about to be): its hits are
+			// not sent.
+			r.done <- fmt.Errorf("%w: %w", ErrUnavailable, err)
 			continue
 		}
 		live = append(live, r)
 		keys += len(r.ops)
-		if d, ok := r.ctx.Deadline(); !ok {
+		if d, ok := r.until(); !ok {
 			bounded = false
 		} else if d.After(deadline) {
 			deadline = d

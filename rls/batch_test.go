@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -169,5 +170,33 @@ func TestRedisBatchIsolatesCalls(t *testing.T) {
 	}
 	if got := g.scripts.Load(); got != 2 {
 		t.Errorf("%d scripts sent, want 2", got)
+	}
+}
+
+// A caller's store timeout ends its wait while the round trip before it
+// is held, and its hits are then not sent.
+func TestRedisBatchTimeout(t *testing.T) {
+	store, g, admin := gatedStore(t)
+	ctx := context.Background()
+	first := make(chan error)
+	go func() { first <- store.windows(ctx, []windowOp{{key: "first", hits: 1, limit: 10, ttl: 60}}, false) }()
+	<-g.held
+	err := store.windowsWithin(ctx, []windowOp{{key: "late", hits: 1, limit: 10, ttl: 60}}, false, 10*time.Millisecond)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("timed out call: %v, want ErrUnavailable and context.DeadlineExceeded", err)
+	}
+	close(g.open)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// The next call runs once the queue is empty again.
+	if err := store.windowsWithin(ctx, []windowOp{{key: "next", hits: 1, limit: 10, ttl: 60}}, false, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := admin.Exists(ctx, "late").Result(); n != 0 {
+		t.Error("a timed-out call's window was counted")
+	}
+	if got := g.scripts.Load(); got != 2 {
+		t.Errorf("%d scripts sent, want 2 (the timed-out call's dropped)", got)
 	}
 }

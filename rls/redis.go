@@ -111,6 +111,18 @@ func (s *RedisStore) Check(ctx context.Context) error {
 }
 
 func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted bool) error {
+	return s.windowsWithin(ctx, ops, onlyAdmitted, 0)
+}
+
+// windowsWithin is windows bounded by timeout as well as by ctx (0: by ctx
+// only). A batching store bounds the wait with a pooled timer instead of a
+// context of its own per call; another store, with a context.
+func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmitted bool, timeout time.Duration) error {
+	if timeout > 0 && s.batch[0] == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	now := s.clock().Unix()
 	// The refusal cache: a window already over its limit stays over until
 	// it ends, whatever is added (its counter only grows).
@@ -137,7 +149,7 @@ func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted b
 	}
 	var err error
 	if b := s.batch[m]; b != nil {
-		err = b.windows(ctx, pending)
+		err = b.windows(ctx, pending, timeout)
 	} else if s.sharded && len(pending) > 1 {
 		err = s.runPipelined(ctx, pending, mode)
 	} else {

@@ -39,7 +39,7 @@ type Service struct {
 	// ends, whatever the client does (a RedisStore that batches), so
 	// that a call with only windows runs it without a goroutine of its
 	// own.
-	boundedWindows bool
+	boundedWindows *RedisStore
 	cfg            serviceConfig
 	metrics        metrics
 }
@@ -69,7 +69,9 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
 	if r, ok := store.(*RedisStore); ok {
 		s.batch = !r.sharded
-		s.boundedWindows = r.batch[0] != nil
+		if r.batch[0] != nil {
+			s.boundedWindows = r
+		}
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
@@ -349,13 +351,8 @@ func (s *Service) windowsOnly(ctx context.Context, ops []windowOp) error {
 		return nil
 	case !s.redis:
 		return s.store.windows(ctx, ops, s.cfg.onlyAdmitted)
-	case s.boundedWindows:
-		if s.cfg.storeTimeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
-			defer cancel()
-		}
-		return s.store.windows(ctx, ops, s.cfg.onlyAdmitted)
+	case s.boundedWindows != nil:
+		return s.boundedWindows.windowsWithin(ctx, ops, s.cfg.onlyAdmitted, s.cfg.storeTimeout)
 	}
 	return s.decide(ctx, nil, nil, ops)
 }
