@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -42,18 +42,7 @@ func New(lim *throttle.Limiter, opts ...Option) (*Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Interceptor{c: c}
-	var b strings.Builder
-	for i, l := range c.Limits {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		lm := l.Lim.Limit()
-		fmt.Fprintf(&b, "%q;q=%d;w=%d", l.Name, lm.Count, ceilSeconds(lm.Period))
-		in.quoted = append(in.quoted, strconv.Quote(l.Name))
-	}
-	in.policy = b.String()
-	return in, nil
+	return &Interceptor{c: c, policy: keyopt.Policy(c.Limits), quoted: keyopt.Quoted(c.Limits)}, nil
 }
 
 // Unary returns the unary server interceptor.
@@ -147,7 +136,7 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 		if c.FailOpen {
 			return nil, nil
 		}
-		md := metadata.MD{MDRetryAfter: {strconv.FormatInt(max(ceilSeconds(c.ClosedRetry), 1), 10)}}
+		md := metadata.MD{MDRetryAfter: {strconv.FormatInt(max(keyopt.CeilSeconds(c.ClosedRetry), 1), 10)}}
 		st, _ := status.New(codes.Unavailable, "the rate limit could not be checked; retry later").
 			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(c.ClosedRetry)})
 		return md, st.Err()
@@ -184,29 +173,10 @@ func (in *Interceptor) decide(ctx context.Context, method string, cost int) ([]t
 	return throttle.AllowAll(ctx, checks...)
 }
 
-// rateLimit is the ratelimit field, as httplimit writes it: per limit the
-// remaining quota r and t, the seconds until it is full again when the call
-// passed, or until the call would pass (on the limits that refused it)
-// when it did not.
+// rateLimit is the ratelimit field, as httplimit writes it
+// (keyopt.AppendRateLimit).
 func (in *Interceptor) rateLimit(ds []throttle.Decision, allowed bool) string {
-	var b []byte
-	for i, d := range ds {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, in.quoted[i]...)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, int64(max(d.Remaining, 0)), 10)
-		switch {
-		case allowed:
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
-		case !d.Allowed && d.RetryAfter != throttle.Never:
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
-		}
-	}
-	return string(b)
+	return string(keyopt.AppendRateLimit(nil, in.quoted, ds, allowed))
 }
 
 // refusal is the ResourceExhausted status of a refused call: a RetryInfo
@@ -233,18 +203,9 @@ func (in *Interceptor) refusal(md metadata.MD, ds []throttle.Decision) error {
 	if never {
 		st, _ = status.New(codes.ResourceExhausted, "rate limit: the call costs more than the limit allows at once").WithDetails(qf)
 	} else {
-		md[MDRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(wait), 1), 10)}
+		md[MDRetryAfter] = []string{strconv.FormatInt(max(keyopt.CeilSeconds(wait), 1), 10)}
 		st, _ = status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+wait.String()).
 			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}, qf)
 	}
 	return st.Err()
-}
-
-// ceilSeconds rounds d up to whole seconds: a client told to wait that
-// long is never early.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }

@@ -3,9 +3,9 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
-	"time"
 	"unsafe"
 
+	"github.com/smoothrate/ratelimit/internal/keyopt"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -19,37 +19,6 @@ const (
 	hXRemaining = "X-Ratelimit-Remaining"
 	hXReset     = "X-Ratelimit-Reset"
 )
-
-// policyValue is the RateLimit-Policy field, the same on every response:
-// `"name";q=Count;w=Period` per limit (draft-ietf-httpapi-ratelimit-headers
-// -10, §4). w must be a whole number of seconds, at least 1: a period that
-// is not is rounded up, with q unchanged, so that a client pacing itself by
-// the announced policy is never faster than the real limit.
-func policyValue(limits []limitSpec) string {
-	var b []byte
-	for i, l := range limits {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		lim := l.Lim.Limit()
-		b = append(b, '"')
-		b = append(b, l.Name...)
-		b = append(b, `";q=`...)
-		b = strconv.AppendInt(b, int64(lim.Count), 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, ceilSeconds(lim.Period), 10)
-	}
-	return string(b)
-}
-
-// ceilSeconds rounds d up to whole seconds (delay-seconds, RFC 9110
-// §10.2.3): a client told to wait that long is never early.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
 
 // headerBlock holds a response's dynamic header values and their bytes in
 // one allocation: http.Header wants a []string per field, and a string per
@@ -82,7 +51,7 @@ func summarize(ds []throttle.Decision) response {
 		}
 		r.allowed = false
 		if d.RetryAfter != throttle.Never {
-			r.retryAfter = max(r.retryAfter, max(ceilSeconds(d.RetryAfter), 1))
+			r.retryAfter = max(r.retryAfter, max(keyopt.CeilSeconds(d.RetryAfter), 1))
 		}
 	}
 	return r
@@ -108,22 +77,7 @@ func (m *middleware) setHeaders(h http.Header, ds []throttle.Decision, resp resp
 		vals, b = blk.vals[:], blk.buf[:0]
 	}
 	var ends [5]int
-	for i, d := range ds {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, m.quoted[i]...)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, int64(max(d.Remaining, 0)), 10)
-		switch {
-		case resp.allowed:
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
-		case !d.Allowed && d.RetryAfter != throttle.Never:
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
-		}
-	}
+	b = keyopt.AppendRateLimit(b, m.quoted, ds, resp.allowed)
 	ends[0] = len(b)
 	n := 1
 	if !resp.allowed && resp.retryAfter >= 0 {
@@ -133,7 +87,7 @@ func (m *middleware) setHeaders(h http.Header, ds []throttle.Decision, resp resp
 	}
 	if m.xHeaders {
 		d := throttle.Decisions(ds).Strictest()
-		reset := ceilSeconds(d.ResetAfter)
+		reset := keyopt.CeilSeconds(d.ResetAfter)
 		if !resp.allowed && resp.retryAfter >= 0 {
 			reset = resp.retryAfter
 		}

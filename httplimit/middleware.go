@@ -22,12 +22,9 @@ func New(lim *throttle.Limiter, opts ...Option) (func(http.Handler) http.Handler
 	if err != nil {
 		return nil, err
 	}
-	policy := policyValue(c.Limits)
-	m := &middleware{config: c, policy: []string{policy}[:1:1],
+	policy := keyopt.Policy(c.Limits)
+	m := &middleware{config: c, policy: []string{policy}[:1:1], quoted: keyopt.Quoted(c.Limits),
 		small: !c.xHeaders && len(c.Limits) == 1 && len(c.Limits[0].Name) <= 16}
-	for _, l := range c.Limits {
-		m.quoted = append(m.quoted, `"`+l.Name+`"`)
-	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.DefaultServeMux
@@ -204,7 +201,7 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		return
 	}
 	h := w.Header()
-	h.Set(hRetryAfter, strconv.FormatInt(max(ceilSeconds(m.ClosedRetry), 1), 10))
+	h.Set(hRetryAfter, strconv.FormatInt(max(keyopt.CeilSeconds(m.ClosedRetry), 1), 10))
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusServiceUnavailable)

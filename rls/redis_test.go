@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,6 +111,140 @@ func TestRedisOneRoundTripNoExpirePerHit(t *testing.T) {
 	}
 	if got := commandCalls(t, admin, "incrby"); got != 55 {
 		t.Errorf("%d INCRBY, want 55", got)
+	}
+}
+
+// meetingTrips counts round trips as roundTrips does and, while meet is
+// set, holds the first command sent until a second one is in flight (or
+// two seconds pass), so that a test tells commands sent at once from
+// commands sent one after the other: peak is the most in flight.
+type meetingTrips struct {
+	roundTrips
+	mu       sync.Mutex
+	meet     chan struct{}
+	in, peak int
+}
+
+func (m *meetingTrips) hold() func() {
+	m.n.Add(1)
+	m.mu.Lock()
+	m.in++
+	m.peak = max(m.peak, m.in)
+	wait := m.meet
+	if wait != nil && m.in >= 2 {
+		close(wait)
+		m.meet, wait = nil, nil
+	}
+	m.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return func() {
+		m.mu.Lock()
+		m.in--
+		m.mu.Unlock()
+	}
+}
+
+func (m *meetingTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		defer m.hold()()
+		return next(ctx, cmd)
+	}
+}
+
+func (m *meetingTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		defer m.hold()()
+		return next(ctx, cmds)
+	}
+}
+
+const windowsAndAdditions = `
+domain: d
+descriptors:
+  - key: w
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: sliding-window}
+`
+
+// A call that mixes the reference's windows with additions on a standalone
+// Redis: two scripts (the windows', the additions'), sent at once, so the
+// call waits for one round trip; when an addition refuses, the others are
+// asked again, one round trip more. docs/rls.md states these counts; this
+// pins them, so that a change to either shows.
+func TestRedisRoundTripsWithAdditions(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	clock := newTestClock(T0)
+	store, err := NewRedisStore(client, WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, windowsAndAdditions), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Load the scripts first (a first EVALSHA may need an EVAL), on
+	// descriptors the calls below do not use: the windows', the
+	// additions' for several checks, and, once a refuses, the one for
+	// the single check asked again.
+	for range 2 {
+		if _, err := svc.ShouldRateLimit(context.Background(), request("d", 0, desc("w", "0"), desc("a", "0"), desc("b", "0"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mt meetingTrips
+	client.AddHook(&mt)
+	req := request("d", 0, desc("w", "1"), desc("a", "1"), desc("b", "1"))
+
+	// All fit: the windows' script and the additions' one, at once.
+	mt.mu.Lock()
+	mt.meet = make(chan struct{})
+	mt.mu.Unlock()
+	got, err := svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt.mu.Lock()
+	mt.meet = nil
+	peak := mt.peak
+	mt.mu.Unlock()
+	if got.GetOverallCode() != ok {
+		t.Fatalf("first call: %v, want OK", got)
+	}
+	if n := mt.n.Load(); n != 2 {
+		t.Errorf("windows and additions that all fit: %d commands, want 2 (one script each)", n)
+	}
+	if peak != 2 {
+		t.Errorf("windows and additions: at most %d command in flight, want 2 (sent at once: one round-trip wait)", peak)
+	}
+
+	// a (1 a minute) now refuses: the additions' script counts nothing,
+	// a is answered, b is asked again.
+	for call := 2; call <= 3; call++ {
+		before := mt.n.Load()
+		got, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := []rlsv3.RateLimitResponse_Code{}
+		for _, st := range got.GetStatuses() {
+			codes = append(codes, st.GetCode())
+		}
+		if got.GetOverallCode() != over || len(codes) != 3 || codes[0] != ok || codes[1] != over || codes[2] != ok {
+			t.Fatalf("call %d: overall %v, descriptors %v; want OVER_LIMIT, [OK OVER_LIMIT OK]", call, got.GetOverallCode(), codes)
+		}
+		if n := mt.n.Load() - before; n != 3 {
+			t.Errorf("call %d, one addition refusing: %d commands, want 3 (windows, additions, the others again)", call, n)
+		}
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package keyopt holds what the options of httplimit and grpclimit share:
 // the list of limits (each a name, a throttle.Limiter and the parts its
 // key is made of), the store-failure policy (fail open or closed, the
-// store timeout), the checks New makes on them, and the bound on the size
-// of a key part. Each package keeps its own Option type, KeyPart and
+// store timeout), the checks New makes on them, the bound on the size of
+// a key part, and the IETF RateLimit-Policy and RateLimit fields that both
+// write (fields.go). Each package keeps its own Option type, KeyPart and
 // documentation; the bookkeeping behind them is here, once, so that the
 // two middlewares cannot drift apart.
 package keyopt
