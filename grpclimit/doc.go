@@ -32,8 +32,10 @@
 //   - A store failure (Redis down, a timeout: see WithStoreTimeout) fails
 //     closed by default: codes.Unavailable with a RetryInfo of one second
 //     (WithFailClosed changes it), so that a limit is never silently
-//     lifted. WithFailOpen lets calls through instead. Either way the
-//     error goes to WithErrorHook.
+//     lifted. WithFailOpen lets calls through instead, on an outage
+//     only: a Redis set up wrong (a wrong password, say) is answered
+//     codes.Internal whatever the setting (see WithFailOpen). Either way
+//     the error goes to WithErrorHook.
 //
 // For go-grpc-middleware's interceptors/ratelimit, whose Limiter interface
 // is Limit(ctx) error, an *Interceptor is such a Limiter as it is: pass it

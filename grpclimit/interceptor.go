@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -130,8 +131,24 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	}
 	ds, err := in.decide(ctx, method, cost)
 	if err != nil {
+		if c.StoreTimeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) &&
+			!errors.Is(err, throttle.ErrUnavailable) {
+			// WithStoreTimeout's bound ended, not the caller's
+			// deadline: an outage, as a Redis timeout is.
+			err = fmt.Errorf("%w: no answer within the store timeout of %v: %w", throttle.ErrUnavailable, c.StoreTimeout, err)
+		}
 		if c.onError != nil {
 			c.onError(ctx, method, err)
+		}
+		if ctx.Err() != nil && !errors.Is(err, throttle.ErrUnavailable) {
+			return nil, status.FromContextError(ctx.Err()).Err() // the caller gave up
+		}
+		if !errors.Is(err, throttle.ErrUnavailable) {
+			// Redis set up wrong, or a failure not known to be an
+			// outage: never pass (failing open would run unlimited
+			// until someone notices), and not Unavailable either,
+			// which clients retry as transient.
+			return nil, status.Error(codes.Internal, "the rate limit could not be checked: its store is not set up right")
 		}
 		if c.FailOpen {
 			return nil, nil

@@ -102,8 +102,17 @@ func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
 }
 
 // WithFailOpen lets calls through, without rate-limit metadata, when the
-// store fails (Redis down, a timeout). The default is to fail closed.
-// Either way the error goes to the hook of WithErrorHook.
+// store has an outage: the error wraps throttle.ErrUnavailable (Redis down
+// or unreachable, a Redis timeout, WithStoreTimeout's bound). The default
+// is to fail closed. Either way the error goes to the hook of
+// WithErrorHook.
+//
+// Any other store error is answered codes.Internal, with or without
+// WithFailOpen: a Redis set up wrong (throttle.ErrMisconfigured: a wrong
+// password, no such database, a cluster node given as a single server, a
+// script it cannot run) or a failure not known to be an outage. Passing
+// would run unlimited until someone notices; Unavailable would tell
+// clients to retry what no retry fixes.
 func WithFailOpen() Option {
 	return optionFunc(func(c *config) { c.FailOpen = true })
 }

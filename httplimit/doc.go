@@ -25,7 +25,9 @@
 //     announces. The body is an RFC 9457 problem (quota-exceeded).
 //   - A store failure (Redis down) never panics and never answers 500: the
 //     error goes to a hook, and the request fails closed (503 with
-//     Retry-After, the default) or open, as configured.
+//     Retry-After, the default) or open, as configured. Only an outage
+//     fails open: a Redis set up wrong (a wrong password, say) gets 503
+//     whatever the setting (see WithFailOpen).
 //   - An allowed request costs the middleware two allocations (its key and
 //     one block holding all the header values); header names and the
 //     policy field are computed once.

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -59,7 +60,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var dsArr [inline]throttle.Decision
 	ds, err := m.decide(r, cost, dsArr[:0])
 	if err != nil {
-		m.storeFailed(w, r, next, err)
+		m.storeFailed(w, r, next, m.storeTimedOut(r, err))
 		return
 	}
 	resp := summarize(ds)
@@ -190,13 +191,27 @@ func (m *middleware) appendClient(b []byte, r *http.Request) []byte {
 	return append(b, r.RemoteAddr...)
 }
 
+// storeTimedOut makes the end of WithStoreTimeout's bound an outage
+// (throttle.ErrUnavailable), as a Redis timeout is: the store saw only a
+// context deadline, which it cannot tell from the caller's own.
+func (m *middleware) storeTimedOut(r *http.Request, err error) error {
+	if m.StoreTimeout > 0 && r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, throttle.ErrUnavailable) {
+		return fmt.Errorf("%w: no answer within the store timeout of %v: %w", throttle.ErrUnavailable, m.StoreTimeout, err)
+	}
+	return err
+}
+
 // storeFailed applies the store-failure policy: the error goes to the hook,
-// then the request either passes (fail open) or gets 503.
+// then the request either passes (failing open, on an outage only:
+// throttle.ErrUnavailable) or gets 503. A store set up wrong
+// (throttle.ErrMisconfigured) or any other failure never fails open: no
+// retry fixes it, and passing would run unlimited for as long as it lasts.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
 	if m.onError != nil {
 		m.onError(r, err)
 	}
-	if m.FailOpen {
+	if m.FailOpen && errors.Is(err, throttle.ErrUnavailable) {
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -157,8 +157,14 @@ func WithXRateLimitHeaders() Option {
 }
 
 // WithFailOpen lets requests through, without rate-limit headers, when the
-// store fails (Redis down, a timeout). The default is to fail closed
-// (WithFailClosed); giving both is an error.
+// store has an outage: the error wraps throttle.ErrUnavailable (Redis down
+// or unreachable, a Redis timeout, WithStoreTimeout's bound). Any other
+// store error still gets 503: a Redis set up wrong
+// (throttle.ErrMisconfigured: a wrong password, no such database, a
+// cluster node given as a single server, a script it cannot run), which
+// no retry fixes and which would otherwise run unlimited for as long as
+// nobody notices, and any error that is not known to be an outage.
+// The default is to fail closed (WithFailClosed); giving both is an error.
 // Either way the error goes to the hook of WithErrorHook.
 func WithFailOpen() Option {
 	return optionFunc(func(c *config) { c.FailOpen = true })

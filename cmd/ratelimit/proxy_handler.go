@@ -146,13 +146,10 @@ func (p *proxy) newLimitStep(lc *limitConfig) (*limitStep, error) {
 }
 
 // admitted forwards a request the limit let through: allowed, or failing
-// open on a store outage. A store set up wrong never fails open.
+// open on a store outage (httplimit never fails open on a store set up
+// wrong).
 func (p *proxy) admitted(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
-	if st.storeErr != nil && storeMisconfigured(st.storeErr) {
-		writeProblem(w, http.StatusServiceUnavailable, "the rate limit could not be checked; retry later")
-		return
-	}
 	if st.storeErr == nil {
 		p.store.ok()
 	}
@@ -180,7 +177,7 @@ func (p *proxy) storeFailed(r *http.Request, err error) {
 	switch {
 	case storeMisconfigured(err):
 		p.store.fail(err, "answered 503 (Redis set up wrong: never fails open)")
-	case p.cfg.failOpen:
+	case p.cfg.failOpen && errors.Is(err, throttle.ErrUnavailable):
 		p.store.fail(err, "failed open")
 	default:
 		p.store.fail(err, "failed closed (503)")
