@@ -159,8 +159,13 @@ type call struct {
 // an addition is configured (see the package documentation). A store that
 // fails or exceeds the store timeout gives a gRPC UNAVAILABLE error; an
 // empty domain, no descriptors or no configuration, the reference's
-// errors (code UNKNOWN).
+// errors (code UNKNOWN); a nil ctx, INVALID_ARGUMENT (wrapping
+// ErrNilContext).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if ctx == nil {
+		s.metrics.serviceErrors.Add(1)
+		return nil, errNilContext
+	}
 	if req.GetDomain() == "" {
 		s.metrics.serviceErrors.Add(1)
 		return nil, grpcstatus.Error(codes.Unknown, "rate limit domain must not be empty")
