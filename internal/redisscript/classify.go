@@ -24,7 +24,8 @@ const (
 	// Misconfigured: Redis answered with an error no retry can fix:
 	// NOAUTH, WRONGPASS or NOPERM, a password given to a server without
 	// one, a database index the server lacks, a cluster client against a
-	// server not in a cluster, an unknown command, a script the server
+	// server not in a cluster, a cluster node talked to as a single
+	// server (MOVED, ASK, CROSSSLOT), an unknown command, a script the server
 	// cannot compile or run (a missing library or command), a key of
 	// another type where a script keeps its state, or a client that is
 	// closed or panics. Never fail open on it: a fleet that shares nothing
@@ -97,6 +98,16 @@ var (
 	ownBugs          = []string{"THROTTLE-ERR ", "ERR ratelimit: ", "ERR redisscript: "}
 )
 
+// misconfiguredReplies begin the error replies of a cluster node talked to
+// as a single server (a redis:// URL given a cluster node): MOVED and ASK
+// send the client to another node, which only a cluster client follows,
+// and CROSSSLOT refuses keys of several slots, which a cluster client's
+// callers keep in one slot. A cluster client follows MOVED and ASK itself:
+// one that reaches a caller comes from a client that is not a cluster
+// client (or one that ran out of redirects, which no retry soon fixes
+// either). CLUSTERDOWN stays an outage.
+var misconfiguredReplies = []string{"MOVED ", "ASK ", "CROSSSLOT "}
+
 // outageReplies begin the error replies of a server that cannot serve now.
 var outageReplies = []string{
 	"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "MISCONF", "OOM", "NOREPLICAS",
@@ -141,6 +152,11 @@ func Classify(err error) Class {
 		// pool failed (connection refused, reset, EOF, i/o timeout,
 		// pool timeout, every shard down).
 		return Outage
+	}
+	for _, m := range misconfiguredReplies {
+		if strings.HasPrefix(msg, m) {
+			return Misconfigured
+		}
 	}
 	for _, m := range outageReplies {
 		if strings.HasPrefix(msg, m) {

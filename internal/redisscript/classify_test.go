@@ -60,6 +60,9 @@ func TestClassifyTable(t *testing.T) {
 		{replyError("NOPERM User x has no permissions to run the 'evalsha' command"), Misconfigured},
 		{replyError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"), Misconfigured},
 		{replyError("ERR This instance has cluster support disabled"), Misconfigured},
+		{replyError("MOVED 3999 127.0.0.1:6381"), Misconfigured},
+		{replyError("ASK 3999 127.0.0.1:6381"), Misconfigured},
+		{replyError("CROSSSLOT Keys in request don't hash to the same slot"), Misconfigured},
 		{replyError("ERR unknown command 'EVALSHA', with args beginning with: "), Misconfigured},
 		{replyError("ERR Error running script (call to f_x): @user_script:1: @user_script: 1: Unknown Redis command called from script"), Misconfigured},
 		{replyError("ERR Error compiling script (new function): user_script:1: unexpected symbol near '+'"), Misconfigured},
@@ -143,6 +146,29 @@ func TestClassifyRedisServer(t *testing.T) {
 		check(t, "probe", runProbe(c, probe, long), Misconfigured)
 		if !strings.Contains(fmt.Sprint(runProbe(c, probe, long)), "cluster support disabled") {
 			t.Errorf("a cluster client on a single server does not say why")
+		}
+	})
+	t.Run("cluster node as a single server", func(t *testing.T) {
+		// redis://node of a cluster: the node answers MOVED for the
+		// keys of the slots it does not serve, CROSSSLOT for keys of
+		// several slots.
+		cl := redistest.StartCluster(t, 3)
+		var moved, crossslot bool
+		for _, node := range cl.Servers {
+			c := newClient(t, &redis.Options{Addr: node.Addr()})
+			err := runProbe(c, probe, long)
+			if err != nil {
+				moved = moved || strings.HasPrefix(err.Error(), "MOVED ")
+				check(t, "probe on "+node.Addr(), err, Misconfigured)
+			}
+			_, err = Call(context.Background(), long, HonoursDeadlines(c), nil, func(ctx context.Context) (any, error) {
+				return probe.Run(ctx, c, []string{"a", "b"}, "x").Result()
+			})
+			crossslot = crossslot || strings.HasPrefix(fmt.Sprint(err), "CROSSSLOT ")
+			check(t, "two slots on "+node.Addr(), err, Misconfigured)
+		}
+		if !moved || !crossslot {
+			t.Errorf("no node answered MOVED (%v) or CROSSSLOT (%v): the test is not looking", moved, crossslot)
 		}
 	})
 	t.Run("key of another type", func(t *testing.T) {
