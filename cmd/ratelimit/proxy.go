@@ -234,6 +234,9 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 	defer cancel()
 	err := client.Ping(ping).Err()
 	if err == nil {
+		if err := clusterNodeAsServer(ping, client); err != nil {
+			return fmt.Errorf("redis at %s is set up wrong: %w; not starting, --fail-open or not", c.redisWhere, err)
+		}
 		// PING passes where the limiter's script may not run (an ACL
 		// user without EVALSHA, a key of another type): one decision
 		// that counts nothing runs it.

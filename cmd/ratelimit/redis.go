@@ -325,6 +325,9 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 	defer cancel()
 	err := s.client.Ping(ctx).Err()
 	if err == nil {
+		if err := clusterNodeAsServer(ctx, s.client); err != nil {
+			return fmt.Errorf("redis at %s is %w: %w", s.cfg.where, errMisconfigured, err)
+		}
 		// Any other failure is the limiter's to handle, as for any
 		// later call: fail open or closed.
 		err := s.Join(ctx)
@@ -453,4 +456,24 @@ func formatJobRate(r float64) string {
 		return "no limit"
 	}
 	return fmt.Sprintf("%.4g jobs/s", r)
+}
+
+// errClusterNode: a single-server URL names a node of a Redis Cluster.
+var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
+
+// clusterNodeAsServer reports errClusterNode when a client for one server
+// talks to a Cluster node: the node would answer MOVED for every key in
+// another node's slots, which no wait would end. Every command that takes
+// --redis runs it at start (exit status 2). A node that does not answer is
+// not this check's business (the command's own start check reports it).
+func clusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
+	c, ok := client.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err == nil && strings.Contains(info, "cluster_enabled:1") {
+		return errClusterNode
+	}
+	return nil
 }

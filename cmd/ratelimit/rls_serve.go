@@ -128,25 +128,6 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
 }
 
-// errClusterNode: a single-server URL names a node of a Redis Cluster.
-var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
-
-// clusterNodeAsServer reports errClusterNode when a client for one server
-// talks to a Cluster node: the node would answer MOVED for every key in
-// another node's slots, an outage that no wait would end. A node that does
-// not answer is not this check's business (Check reports it).
-func clusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
-	c, ok := client.(*redis.Client)
-	if !ok {
-		return nil
-	}
-	info, err := c.Info(ctx, "cluster").Result()
-	if err == nil && strings.Contains(info, "cluster_enabled:1") {
-		return errClusterNode
-	}
-	return nil
-}
-
 // misconfiguredRedis: Redis answered with an error no retry can fix.
 func misconfiguredRedis(err error) bool {
 	return errors.Is(err, rls.ErrMisconfigured) || errors.Is(err, throttle.ErrMisconfigured)
