@@ -153,15 +153,14 @@ func (l *Limiter) call(args []any) (reply, error) {
 	return r, err
 }
 
-// IsMisconfiguration reports whether err, an error of a Redis client, is
+// isMisconfiguration reports whether err, an error of a Redis client, is
 // one that no retry can fix: a configuration error (bad database index,
-// NOAUTH or WRONGPASS, NOPERM, cluster support disabled, unknown command,
-// a script the server cannot compile, WRONGTYPE). The limiter reports such
-// errors wrapped in ErrMisconfigured and never fails open on them; a
-// command can use it to tell a server that is set up wrong from one that
-// is down before it starts (a PING already fails on most of them, when
-// the connection is set up).
-func IsMisconfiguration(err error) bool {
+// NOAUTH or WRONGPASS, NOPERM, cluster support disabled, a cluster node
+// talked to as a single server, unknown command, a script the server
+// cannot compile, WRONGTYPE). The limiter reports such errors wrapped in
+// ErrMisconfigured and never fails open on them. A caller checks at start
+// with Join, whose error wraps ErrMisconfigured in that case.
+func isMisconfiguration(err error) bool {
 	return errors.Is(err, ErrMisconfigured) || redisscript.Classify(err) == redisscript.Misconfigured
 }
 

@@ -88,8 +88,8 @@
 // silently reset). Such errors wrap ErrMisconfigured, not ErrUnavailable,
 // and no policy fails open on them: a fleet whose processes each ran alone
 // at their safe rate would share nothing and look healthy.
-// IsMisconfiguration tells them apart for a caller's own checks (a PING at
-// start-up, say). Stats.FallbackRate says at what rate the process runs
+// Join at start-up tells them apart before any work (errors.Is(err,
+// ErrMisconfigured)). Stats.FallbackRate says at what rate the process runs
 // alone, 0 while it refuses.
 //
 // # Redis

@@ -31,10 +31,11 @@ var (
 	// as an i/o timeout) must not see a slow Redis as one. Errors wrapping
 	// ErrUnavailable wrap it when a timeout was the cause.
 	ErrCallTimeout = errors.New("distributed: redis call timed out")
-	// ErrMisconfigured: Redis answered, with an error that no retry can fix
-	// (see IsMisconfiguration): a database index it does not have, a
-	// missing or wrong password, a cluster client against a server that
-	// is not in a cluster, an unknown command, a key of the wrong type.
+	// ErrMisconfigured: Redis answered, with an error that no retry can
+	// fix: a database index it does not have, a missing or wrong
+	// password, a cluster client against a server that is not in a
+	// cluster (or a cluster node talked to as a single server), an
+	// unknown command, a key of the wrong type.
 	// It is a configuration error, not an outage: the limiter never fails
 	// open on it (a fleet whose processes all run alone at their safe
 	// rate, sharing nothing, would look healthy), and it does not match

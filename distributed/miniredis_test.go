@@ -126,7 +126,7 @@ func TestMiniredisMisconfigured(t *testing.T) {
 	assert.NoError(t, err, "fail open on an outage")
 	st := l2.Stats()
 	assert.True(t, st.InFallback)
-	assert.False(t, IsMisconfiguration(st.LastError), "%v", st.LastError)
+	assert.False(t, isMisconfiguration(st.LastError), "%v", st.LastError)
 }
 
 // TestMiniredisUnlimited: a fleet at +Inf admits without waiting on

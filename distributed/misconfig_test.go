@@ -52,7 +52,7 @@ func TestMisconfiguredRedisIsNotAnOutage(t *testing.T) {
 		assert.Zero(t, st.FallbackAdmitted, "admitted by the safe rate")
 		assert.True(t, st.InFallback)
 		assert.Zero(t, st.FallbackRate, "refusing, not running alone at the safe rate")
-		assert.True(t, IsMisconfiguration(st.LastError), "%v", st.LastError)
+		assert.True(t, isMisconfiguration(st.LastError), "%v", st.LastError)
 	}
 
 	t.Run("no such database", func(t *testing.T) {
@@ -69,7 +69,7 @@ func TestMisconfiguredRedisIsNotAnOutage(t *testing.T) {
 	t.Run("no password", func(t *testing.T) {
 		// A lease's EVALSHA is short (the compact form): NOAUTH. A
 		// long one gets a protocol error instead, which
-		// TestIsMisconfiguration covers.
+		// TestMisconfigurationClass covers.
 		check(t, client(func(*redis.Options) {}), "x", "NOAUTH")
 	})
 	t.Run("wrong password", func(t *testing.T) {
@@ -77,9 +77,9 @@ func TestMisconfiguredRedisIsNotAnOutage(t *testing.T) {
 	})
 }
 
-// TestIsMisconfiguration: the server's replies that no retry can fix, and
+// TestMisconfigurationClass: the server's replies that no retry can fix, and
 // some that a retry can.
-func TestIsMisconfiguration(t *testing.T) {
+func TestMisconfigurationClass(t *testing.T) {
 	for _, msg := range []string{
 		"ERR DB index is out of range",
 		"NOAUTH Authentication required.",
@@ -92,7 +92,7 @@ func TestIsMisconfiguration(t *testing.T) {
 		"ERR Protocol error: unauthenticated multibulk length",
 		"ERR ratelimit: key ratelimit:{x}:state holds a string, not the limiter state hash script: 24d0, on @user_script:183.",
 	} {
-		assert.True(t, IsMisconfiguration(errors.New(msg)), msg)
+		assert.True(t, isMisconfiguration(errors.New(msg)), msg)
 	}
 	for _, msg := range []string{
 		"dial tcp 127.0.0.1:1: connect: connection refused",
@@ -102,9 +102,9 @@ func TestIsMisconfiguration(t *testing.T) {
 		"TRYAGAIN Multiple keys request during rehashing of slot",
 		"i/o timeout",
 	} {
-		assert.False(t, IsMisconfiguration(errors.New(msg)), msg)
+		assert.False(t, isMisconfiguration(errors.New(msg)), msg)
 	}
-	assert.False(t, IsMisconfiguration(nil))
+	assert.False(t, isMisconfiguration(nil))
 }
 
 // TestStatsFallbackRate: Stats says at what rate a process runs alone, so

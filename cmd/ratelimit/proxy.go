@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -261,8 +260,7 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 // fixes (Redis set up wrong), as opposed to an outage: the proxy never
 // fails open on it.
 func storeMisconfigured(err error) bool {
-	return errors.Is(err, throttle.ErrMisconfigured) || errors.Is(err, throttle.ErrInvalidOption) ||
-		distributed.IsMisconfiguration(err) // a PING's error, which no store classified
+	return misconfiguredRedis(err) || errors.Is(err, throttle.ErrInvalidOption)
 }
 
 // shutdownTimeout bounds how long requests in flight may take to finish

@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // This file holds what pipe and run share to put their limit in Redis
@@ -339,7 +341,7 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 		}
 		return nil
 	}
-	if distributed.IsMisconfiguration(err) {
+	if misconfiguredRedis(err) {
 		// Redis answered: not an outage, so no --safe-rate applies
 		// and no retry helps. A fleet started this way would run
 		// alone, every process, and never share.
@@ -412,7 +414,7 @@ func (s *sharedLimit) watch(w io.Writer, prefix string, format func(float64) str
 			}
 			st := s.Stats()
 			switch {
-			case st.InFallback && !down && distributed.IsMisconfiguration(st.LastError):
+			case st.InFallback && !down && misconfiguredRedis(st.LastError):
 				fmt.Fprintf(w, "%s: redis at %s answers, but is not set up for this limit: %v; refusing\n",
 					prefix, s.cfg.where, st.LastError)
 			case st.InFallback && !down && st.FallbackRate == 0:
@@ -476,4 +478,13 @@ func clusterNodeAsServer(ctx context.Context, client redis.UniversalClient) erro
 		return errClusterNode
 	}
 	return nil
+}
+
+// misconfiguredRedis: Redis answered with an error no retry can fix (set
+// up wrong), as a library classified it (throttle's, rls's and
+// distributed's ErrMisconfigured) or, for a client's own call such as a
+// PING, as the libraries' shared classifier does.
+func misconfiguredRedis(err error) bool {
+	return errors.Is(err, throttle.ErrMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) ||
+		redisscript.Classify(err) == redisscript.Misconfigured
 }

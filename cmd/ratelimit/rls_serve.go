@@ -23,7 +23,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/smoothrate/ratelimit/rls"
-	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // This file holds what rls serves: the gRPC service (with the standard
@@ -126,11 +125,6 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE until it does\n", c.redisWhere, err)
 	}
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
-}
-
-// misconfiguredRedis: Redis answered with an error no retry can fix.
-func misconfiguredRedis(err error) bool {
-	return errors.Is(err, rls.ErrMisconfigured) || errors.Is(err, throttle.ErrMisconfigured)
 }
 
 // rlsHealth is the state /healthcheck and the gRPC health service report.
