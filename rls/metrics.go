@@ -25,6 +25,7 @@ type metrics struct {
 	notFoundDomains atomic.Int64
 
 	storeErrors, serviceErrors         atomic.Uint64
+	storeMisconfigured                 atomic.Uint64
 	configLoadSuccess, configLoadError atomic.Uint64
 	globalShadowMode                   atomic.Uint64
 }
@@ -150,7 +151,8 @@ func (s *Service) WriteMetrics(w io.Writer) error {
 		name, help string
 		v          *atomic.Uint64
 	}{
-		{"store_errors", "Calls answered UNAVAILABLE because the store failed or timed out.", &m.storeErrors},
+		{"store_errors", "Calls the store failed: UNAVAILABLE on an outage or timeout, INTERNAL otherwise.", &m.storeErrors},
+		{"store_misconfigured", "Calls answered INTERNAL because the store is set up wrong (counted in store_errors too).", &m.storeMisconfigured},
 		{"service_errors", "Calls refused as invalid (empty domain or no descriptors).", &m.serviceErrors},
 		{"config_load_success", "Configurations loaded.", &m.configLoadSuccess},
 		{"config_load_error", "Configurations refused (the previous one kept).", &m.configLoadError},

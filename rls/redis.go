@@ -248,19 +248,21 @@ func fill(ops []windowOp, v []int64) error {
 	return nil
 }
 
-// classify wraps a Redis error in ErrUnavailable (no answer: the network,
-// a timeout, a cancelled call, a server loading or failing over) or
-// ErrMisconfigured (an answer no retry will change: authentication, a
-// database or cluster mode the server lacks, a key of another type),
-// sorted by the project's one Redis classifier.
+// classify wraps a Redis error in ErrStore and, by the project's one
+// mapping (redisscript.Sentinel), ErrUnavailable (no answer: the network,
+// a timeout, a server loading or failing over) or ErrMisconfigured (an
+// answer no retry will change: authentication, a database or cluster mode
+// the server lacks, a key of another type); a bug or a cancelled call
+// wraps neither.
 func classify(err error) error {
-	switch redisscript.Classify(err) {
-	case redisscript.OK:
+	class := redisscript.Classify(err)
+	if class == redisscript.OK {
 		return nil
-	case redisscript.Misconfigured, redisscript.Bug:
-		return fmt.Errorf("%w: %w", ErrMisconfigured, err)
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	if sentinel := redisscript.Sentinel(class, ErrUnavailable, ErrMisconfigured); sentinel != nil {
+		return fmt.Errorf("%w: %w: %w", sentinel, ErrStore, err)
+	}
+	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
 // windowCache remembers windows over their limit, by key (the key names

@@ -157,7 +157,8 @@ type call struct {
 
 // ShouldRateLimit decides one request, as envoyproxy/ratelimit does unless
 // an addition is configured (see the package documentation). A store that
-// fails or exceeds the store timeout gives a gRPC UNAVAILABLE error; an
+// fails or exceeds the store timeout gives a gRPC UNAVAILABLE error, one
+// set up wrong (ErrMisconfigured) or any other store failure INTERNAL; an
 // empty domain, no descriptors or no configuration, the reference's
 // errors (code UNKNOWN); a nil ctx, INVALID_ARGUMENT (wrapping
 // ErrNilContext).
@@ -270,8 +271,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		err = s.windowsOnly(ctx, ops)
 	}
 	if err != nil {
-		s.metrics.storeErrors.Add(1)
-		return nil, grpcstatus.Error(codes.Unavailable, err.Error())
+		return nil, s.storeFailed(err)
 	}
 	// The windows' answers, in the order the ops were made.
 	j := 0
@@ -514,11 +514,29 @@ func decideAdditions(ctx context.Context, work []addWork) error {
 			}
 		}
 		if len(next) == len(work) {
-			return fmt.Errorf("%w: throttle refused a call without refusing a check", ErrMisconfigured)
+			return fmt.Errorf("%w: throttle refused a call without refusing a check (a bug)", ErrStore)
 		}
 		work = next
 	}
 	return nil
+}
+
+// storeFailed counts a store failure and gives its answer: UNAVAILABLE
+// for an outage (including the store timeout and the caller's own
+// deadline), INTERNAL for a store set up wrong (also counted apart) or a
+// bug: a distinct code, so that an operator does not wait out what no wait
+// fixes. Envoy treats every error alike (its failure_mode_deny decides
+// whether the request passes). The status wraps err for errors.Is.
+func (s *Service) storeFailed(err error) error {
+	s.metrics.storeErrors.Add(1)
+	code := codes.Internal
+	switch {
+	case errors.Is(err, ErrMisconfigured):
+		s.metrics.storeMisconfigured.Add(1)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = codes.Unavailable
+	}
+	return &statusError{grpcstatus.New(code, err.Error()), err}
 }
 
 // fillAdditions turns a descriptor's decisions into its results.

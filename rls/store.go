@@ -12,9 +12,16 @@ import (
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
-// Store errors, throttle's own: a Service answers gRPC UNAVAILABLE for
-// both; a command refuses to start on ErrMisconfigured.
+// Store errors, throttle's own. A Service answers gRPC UNAVAILABLE for
+// ErrUnavailable (an outage) and INTERNAL for any other store error: a
+// store set up wrong (ErrMisconfigured, also counted by the
+// store_misconfigured metric) or a bug; a command refuses to start on
+// ErrMisconfigured.
 var (
+	// ErrStore: the store failed; every store error wraps it, and one of
+	// ErrUnavailable and ErrMisconfigured when the failure is one of
+	// theirs.
+	ErrStore = throttle.ErrStore
 	// ErrUnavailable: the store did not answer in time or failed (Redis
 	// down, a timeout, a cancelled call).
 	ErrUnavailable = throttle.ErrUnavailable

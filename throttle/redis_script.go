@@ -157,11 +157,8 @@ func storeError(err error, keys []string) error {
 		}
 		return fmt.Errorf("%w: %w: %w: %s", ErrWrongType, ErrMisconfigured, ErrStore, what)
 	}
-	switch redisscript.Classify(err) {
-	case redisscript.Misconfigured:
-		return fmt.Errorf("%w: %w: %w", ErrMisconfigured, ErrStore, err)
-	case redisscript.Outage:
-		return fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrStore, err)
+	if class := redisscript.Sentinel(redisscript.Classify(err), ErrUnavailable, ErrMisconfigured); class != nil {
+		return fmt.Errorf("%w: %w: %w", class, ErrStore, err)
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
 }

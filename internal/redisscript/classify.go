@@ -165,3 +165,19 @@ func Classify(err error) Class {
 	}
 	return Bug
 }
+
+// Sentinel is the one mapping of a class to a library's two sentinel
+// errors (throttle's, rls's: ErrUnavailable and ErrMisconfigured): an
+// Outage wraps unavailable, a Misconfigured error wraps misconfigured, and
+// anything else (a Bug, the caller's own Cancelled context) wraps neither,
+// since it is neither an outage nor a configuration an operator can fix.
+// Only an error that wraps unavailable may fail open.
+func Sentinel(c Class, unavailable, misconfigured error) error {
+	switch c {
+	case Outage:
+		return unavailable
+	case Misconfigured:
+		return misconfigured
+	}
+	return nil
+}

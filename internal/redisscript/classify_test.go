@@ -91,6 +91,18 @@ func TestClassifyTable(t *testing.T) {
 	}
 }
 
+// TestSentinel: an outage wraps the caller's unavailable sentinel, a
+// misconfiguration its misconfigured one, a bug and a cancelled call
+// neither.
+func TestSentinel(t *testing.T) {
+	u, m := errors.New("unavailable"), errors.New("misconfigured")
+	for c, want := range map[Class]error{OK: nil, Outage: u, Misconfigured: m, Bug: nil, Cancelled: nil} {
+		if got := Sentinel(c, u, m); got != want {
+			t.Errorf("Sentinel(%v) = %v, want %v", c, got, want)
+		}
+	}
+}
+
 // probe is a script that reads and writes a key, as the libraries' do.
 var probe = New("local v = redis.call('GET', KEYS[1]); redis.call('SET', KEYS[1], packd('<d', 1)); return 1")
 
