@@ -205,20 +205,23 @@ func (f rlsAnswerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRe
 	return f(ctx, req)
 }
 
-// storeErrorLog logs the calls the store failed: the first and then one in
-// 1000, so that a dead Redis is said on standard error without flooding
-// it at the call rate (ratelimit_rls_store_errors counts them all).
-type storeErrorLog struct {
-	log *log.Logger
-	n   atomic.Int64
-}
-
-func (l *storeErrorLog) note(err error) {
-	if status.Code(err) != codes.Unavailable {
-		return
-	}
-	if n := l.n.Add(1); n%1000 == 1 {
-		l.log.Printf("store error (%d so far, answering UNAVAILABLE): %v", n, status.Convert(err).Message())
+// noteStore records a call's outcome in the store's outage log (the
+// proxy's: a line when an outage begins, with its reason, summaries while
+// it lasts, a line when it ends): a store failure by its answer, a call
+// that consulted the store (a status with a limit) as the store working.
+func noteStore(l *outageLog, resp *rlsv3.RateLimitResponse, err error) {
+	switch {
+	case err == nil:
+		for _, st := range resp.GetStatuses() {
+			if st.GetCurrentLimit() != nil {
+				l.ok()
+				return
+			}
+		}
+	case errors.Is(err, rls.ErrMisconfigured):
+		l.fail(err, "answered INTERNAL (Redis set up wrong: no wait ends it)")
+	case errors.Is(err, rls.ErrStore):
+		l.fail(err, "answered "+status.Code(err).String())
 	}
 }
 
@@ -280,13 +283,14 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	hl := &rlsHealth{grpc: health.NewServer()}
 	hl.set(true)
 	var inFlight atomic.Int64
-	logged := &storeErrorLog{log: errLog}
+	storeLog := newOutageLog("store ("+storeName+")", errLog)
+	defer storeLog.close()
 	// What both faces call: counted in flight, store failures logged.
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		inFlight.Add(1)
 		defer inFlight.Add(-1)
 		resp, err := svc.ShouldRateLimit(ctx, req)
-		logged.note(err)
+		noteStore(storeLog, resp, err)
 		return resp, err
 	})
 	gs := grpc.NewServer(rlsServerOptions()...)
