@@ -259,6 +259,9 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 			return err
 		}
 	}
+	if err := checkUnsupported(lookup, c.redisURL != ""); err != nil {
+		return err
+	}
 	if c.refusalCache > 0 && c.redisURL == "" {
 		return errors.New("--refusal-cache applies to Redis: the memory store has no round trip to save")
 	}

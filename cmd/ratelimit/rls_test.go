@@ -465,9 +465,34 @@ func TestRLSResolve(t *testing.T) {
 		{map[string]string{"REDIS_URL": "m", "REDIS_TYPE": "sentinel"}, "sentinel wants the master's name"},
 		{map[string]string{"REDIS_URL": "a:1,b:1", "REDIS_SOCKET_TYPE": "tcp"}, "single takes one address"},
 		{map[string]string{"NEAR_LIMIT_RATIO": "2"}, `NEAR_LIMIT_RATIO="2"`},
+		// The reference's settings we do not implement, set: exit 2,
+		// never silently ignored.
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:11211"}, `BACKEND_TYPE="memcache": only Redis`},
+		{map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, "memcache is not supported"},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": "true"}, "per-second limits is not supported"},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "p:1"}, "per-second limits is not supported"},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "--refusal-cache"},
+		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, "--count-only-admitted"},
+		{map[string]string{"QUOTA_MODE": "true"}, "quota mode"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "only configuration files"},
+		{map[string]string{"GRPC_UDS": "/run/rl.sock"}, "Unix socket"},
+		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "TLS is not supported"},
+		{map[string]string{"BACKEND_TYPE": "redis"}, "needs REDIS_URL"},
 	} {
 		c := defaults()
 		err := c.resolve(map[string]bool{}, "", lookup(tc.env))
 		assert.ErrorContains(t, err, tc.want, "%v", tc.env)
 	}
+}
+
+// TestRLSUnsupportedAtDefault: the reference's unsupported settings set to
+// their defaults (as a deployment's manifest often carries them) ask for
+// nothing and are accepted.
+func TestRLSUnsupportedAtDefault(t *testing.T) {
+	env := map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp"}
+	for _, s := range unsupportedSettings {
+		env[s.name] = strings.ToUpper(s.def)
+	}
+	c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second, maxKeys: 10}
+	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
 }
