@@ -381,7 +381,7 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 			}
 			lim := st.limiters[l]
 			if lim == nil {
-				return fmt.Errorf("%w: no limiter for %s", ErrMisconfigured, c.m.statsKey)
+				return fmt.Errorf("%w: no limiter for %s (a bug)", ErrStore, c.m.statsKey)
 			}
 			w.idx = append(w.idx, k)
 			w.checks = append(w.checks, throttle.Check{Limiter: lim, Key: additionKey(c.base, l), N: int(min(c.hits, uint64(math.MaxInt32)))})
