@@ -131,12 +131,7 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	}
 	ds, err := in.decide(ctx, method, cost)
 	if err != nil {
-		if c.StoreTimeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) &&
-			!errors.Is(err, throttle.ErrUnavailable) {
-			// WithStoreTimeout's bound ended, not the caller's
-			// deadline: an outage, as a Redis timeout is.
-			err = fmt.Errorf("%w: no answer within the store timeout of %v: %w", throttle.ErrUnavailable, c.StoreTimeout, err)
-		}
+		err = c.StoreError(ctx, err) // WithStoreTimeout's bound is an outage
 		if c.onError != nil {
 			c.onError(ctx, method, err)
 		}

@@ -60,7 +60,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var dsArr [inline]throttle.Decision
 	ds, err := m.decide(r, cost, dsArr[:0])
 	if err != nil {
-		m.storeFailed(w, r, next, m.storeTimedOut(r, err))
+		m.storeFailed(w, r, next, m.StoreError(r.Context(), err))
 		return
 	}
 	resp := summarize(ds)
@@ -189,17 +189,6 @@ func (m *middleware) appendClient(b []byte, r *http.Request) []byte {
 		return append(b, '?')
 	}
 	return append(b, r.RemoteAddr...)
-}
-
-// storeTimedOut makes the end of WithStoreTimeout's bound an outage
-// (throttle.ErrUnavailable), as a Redis timeout is: the store saw only a
-// context deadline, which it cannot tell from the caller's own.
-func (m *middleware) storeTimedOut(r *http.Request, err error) error {
-	if m.StoreTimeout > 0 && r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) &&
-		!errors.Is(err, throttle.ErrUnavailable) {
-		return fmt.Errorf("%w: no answer within the store timeout of %v: %w", throttle.ErrUnavailable, m.StoreTimeout, err)
-	}
-	return err
 }
 
 // storeFailed applies the store-failure policy: the error goes to the hook,

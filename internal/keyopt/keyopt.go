@@ -9,6 +9,7 @@
 package keyopt
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -114,6 +115,18 @@ func (c *Config[P]) SetStoreTimeout(d time.Duration) {
 		return
 	}
 	c.StoreTimeout = d
+}
+
+// StoreError is err, a failed decision's, with the end of StoreTimeout's
+// bound made an outage (throttle.ErrUnavailable), as a Redis timeout is:
+// the store saw only a context deadline, which it cannot tell from the
+// caller's own. ctx is the caller's context, without the bound.
+func (c *Config[P]) StoreError(ctx context.Context, err error) error {
+	if c.StoreTimeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, throttle.ErrUnavailable) {
+		return fmt.Errorf("%w: no answer within the store timeout of %v: %w", throttle.ErrUnavailable, c.StoreTimeout, err)
+	}
+	return err
 }
 
 // Check ends the building: it adds the errors that only the options
