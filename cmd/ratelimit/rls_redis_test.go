@@ -85,6 +85,19 @@ func TestRLSRedisMisconfigured(t *testing.T) {
 	resp, err := p.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
+
+	// Set up wrong after start (the password changed, the connections
+	// dropped): INTERNAL, counted and logged as a misconfiguration, not
+	// UNAVAILABLE like an outage.
+	srv.CLI("-a", "secret", "--no-auth-warning", "CONFIG", "SET", "requirepass", "changed")
+	srv.CLI("-a", "changed", "--no-auth-warning", "CLIENT", "KILL", "TYPE", "normal")
+	_, err = p.call(t.Context(), "test", "k=x")
+	if status.Code(err) == codes.Unavailable { // the pool may have lost a killed connection first
+		_, err = p.call(t.Context(), "test", "k=x")
+	}
+	assert.Equal(t, codes.Internal, status.Code(err), "%v", err)
+	assert.GreaterOrEqual(t, p.metric("ratelimit_rls_store_misconfigured"), int64(1))
+	assert.Contains(t, p.stderr.String(), "Redis set up wrong")
 }
 
 // TestRLSEnvironment: with no flags, the reference's variables place the
