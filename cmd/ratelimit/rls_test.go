@@ -182,6 +182,15 @@ func (p *rlsProc) waitMetric(name string, want int64) {
 		"%s never reached %d (last %d); stderr: %s", name, want, p.metric(name), p.stderr.String())
 }
 
+// waitStderr waits, boundedly, until the service has written want on its
+// standard error: a line written just before or after an answer or a
+// metric reaches p.stderr through a pipe, a little later.
+func (p *rlsProc) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), want) },
+		rlsWait, 10*time.Millisecond, "%q never written; stderr: %s", want, p.stderr.String())
+}
+
 // wait waits for the process to exit and returns its status.
 func (p *rlsProc) wait() int {
 	p.t.Helper()
@@ -331,8 +340,8 @@ func TestRLSReload(t *testing.T) {
 	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	p.waitMetric("ratelimit_rls_config_load_error", 1)
 	remaining(rlsv3.RateLimitResponse_OK, 1, 5)
-	assert.Contains(t, p.stderr.String(), "keeping the previous one")
-	assert.Contains(t, p.stderr.String(), cfg)
+	p.waitStderr(t, "keeping the previous one")
+	p.waitStderr(t, cfg)
 	assert.Equal(t, loads+1, p.metric("ratelimit_rls_config_load_success"))
 
 	// A second file with another domain, then the bad one fixed: both
