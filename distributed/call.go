@@ -123,7 +123,7 @@ func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {
 // is known to fix them, and failing open on them would let a fleet run
 // alone, sharing nothing, for as long as it lives.
 func (l *Limiter) call(args []any) (reply, error) {
-	v, err := redisscript.Call(context.Background(), l.cfg.callTimeout, false, &l.wg, func(ctx context.Context) (any, error) {
+	v, err := redisscript.Call(context.Background(), l.cfg.callTimeout, false, &l.wg, l.gate, func(ctx context.Context) (any, error) {
 		return leaseScript.Run(ctx, l.client, l.keys, args...).Result()
 	})
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // identity is who a Limiter is: the client and the keys of its name, the
@@ -11,6 +13,10 @@ import (
 // only read (rng is used under Limiter.mu).
 type identity struct {
 	client redis.UniversalClient
+	// gate dials the server before a call while it is not known to be
+	// reachable, so that a client pointed nowhere fails here instead
+	// of logging go-redis's dial errors (redisscript.Gate).
+	gate   *redisscript.Gate
 	keys   []string
 	kind   string  // "b" or "w", as in engine.lua
 	asked0 float64 // the rate New was given

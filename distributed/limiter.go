@@ -102,7 +102,7 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 		return nil, err
 	}
 	l := &Limiter{
-		identity:   identity{client: client, keys: keysOf(name), kind: "b", asked0: permitsPerSecond},
+		identity:   identity{client: client, gate: redisscript.NewGate(client, cfg.callTimeout), keys: keysOf(name), kind: "b", asked0: permitsPerSecond},
 		cfg:        cfg,
 		localClock: localClock{clock: cfg.clock},
 		fleet:      fleet{rate: permitsPerSecond},

@@ -127,3 +127,28 @@ func TestStatsFallbackRate(t *testing.T) {
 		_ = l.Close(context.Background())
 	}
 }
+
+// TestRedisNowhereLogsNothing: a client pointed at a closed port gives an
+// outage (Join's error is the call's, not a misconfiguration; Acquire
+// wraps ErrUnavailable: without a safe rate it fails closed), and
+// go-redis prints none of its "failed to dial" lines about it: the limiter
+// dials first while the server is not known to be reachable
+// (redisscript.Gate).
+func TestRedisNowhereLogsNothing(t *testing.T) {
+	log := redistest.CaptureClientLog(t)
+	addr := redistest.ClosedAddr(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialerRetries: 1}) // a failed dial logs before the call returns
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := New(c, "nowhere", 100, WithCallTimeout(time.Second), WithProcessID("p"))
+	require.NoError(t, err)
+	defer l.Close(context.Background())
+	err = l.Join(context.Background())
+	assert.ErrorContains(t, err, "connection refused", "Join")
+	assert.False(t, isMisconfiguration(err), "Join: %v", err)
+	for i := range 3 {
+		_, err := l.Acquire(context.Background(), 1)
+		assert.ErrorIs(t, err, ErrUnavailable, "Acquire %d", i)
+	}
+	assert.False(t, l.TryAcquire(1, 0), "TryAcquire")
+	assert.Empty(t, log.About(addr), "go-redis's log")
+}

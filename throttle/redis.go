@@ -83,6 +83,10 @@ type RedisStore struct {
 	// inline: the client bounds a call by its context's deadline
 	// (ContextTimeoutEnabled), so calls need no goroutine of their own.
 	inline bool
+	// gate dials the server before a call while it is not known to be
+	// reachable, so that a client pointed nowhere fails here instead of
+	// logging go-redis's dial errors (redisscript.Gate).
+	gate   *redisscript.Gate
 	keyPre [SlidingLog + 1]string // prefix + tag + ":" for each algorithm
 	cache  *refusalCache          // nil: off
 	group  func(key string) string
@@ -119,7 +123,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	if cfg.setMaxKeys {
 		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
 	}
-	s := &RedisStore{client: client, cfg: cfg, inline: redisscript.HonoursDeadlines(client), start: time.Now(), ttlFloor: 1000}
+	s := &RedisStore{client: client, cfg: cfg, inline: redisscript.HonoursDeadlines(client), gate: redisscript.NewGate(client, cfg.callTimeout), start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
 		s.keyPre[a] = cfg.prefix + algTags[a] + ":"
 	}
@@ -384,7 +388,7 @@ func (s *RedisStore) reset(ctx context.Context, alg Algorithm, key string) error
 	if s.cache != nil {
 		s.cache.forget(alg, key)
 	}
-	_, err := redisscript.Call(ctx, s.cfg.callTimeout, s.inline, nil, func(ctx context.Context) (int64, error) {
+	_, err := redisscript.Call(ctx, s.cfg.callTimeout, s.inline, nil, s.gate, func(ctx context.Context) (int64, error) {
 		return s.client.Del(ctx, s.redisKey(alg, key)).Result()
 	})
 	if err != nil {

@@ -121,13 +121,14 @@ func TestRedisScriptReload(t *testing.T) {
 //
 // go-redis stops dialing after PoolSize failed dials in a row and returns
 // the last dial error until a background probe, once a second, finds the
-// server back. The 18 failures below reach the default PoolSize (10 per
-// processor) where GOMAXPROCS is 1, and then the first calls after the
-// restart failed for up to a second; the client here has room for them
-// (docs/throttle.md says what users see).
+// server back: with 18 failed calls and GOMAXPROCS 1 (a PoolSize of 10),
+// the first calls after the restart would fail for up to a second. The
+// store's gate (redisscript.Gate) dials itself while the server is down,
+// so the client's pool sees at most the first failure and the first call
+// after the restart goes through, whatever the PoolSize.
 func TestRedisRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newRedisClient(t, srv.Addr(), func(o *redis.Options) { o.PoolSize = 64 })
+	c := newRedisClient(t, srv.Addr(), func(o *redis.Options) { o.PoolSize = 2 })
 	ctx := context.Background()
 	clk := newSetClock()
 	s := redisStore(c, WithStoreClock(clk))

@@ -119,7 +119,7 @@ const luaWrongType = "THROTTLE-WRONGTYPE "
 // server may lack it), bounded by the store's call timeout, and returns its
 // reply of integers.
 func (s *RedisStore) run(ctx context.Context, sc *redisscript.Script, keys []string, args []any) ([]int64, error) {
-	v, err := redisscript.Call(ctx, s.cfg.callTimeout, s.inline, nil, func(ctx context.Context) ([]int64, error) {
+	v, err := redisscript.Call(ctx, s.cfg.callTimeout, s.inline, nil, s.gate, func(ctx context.Context) ([]int64, error) {
 		return sc.Run(ctx, s.client, keys, args...).Int64Slice()
 	})
 	if err != nil {
@@ -130,7 +130,7 @@ func (s *RedisStore) run(ctx context.Context, sc *redisscript.Script, keys []str
 
 // runInt is run for a script that replies with one integer.
 func (s *RedisStore) runInt(ctx context.Context, sc *redisscript.Script, keys []string, args []any) (int64, error) {
-	v, err := redisscript.Call(ctx, s.cfg.callTimeout, s.inline, nil, func(ctx context.Context) (int64, error) {
+	v, err := redisscript.Call(ctx, s.cfg.callTimeout, s.inline, nil, s.gate, func(ctx context.Context) (int64, error) {
 		return sc.Run(ctx, s.client, keys, args...).Int64()
 	})
 	if err != nil {

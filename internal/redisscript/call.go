@@ -28,15 +28,25 @@ import (
 // match context.DeadlineExceeded, which means "the caller's time ran out".
 // If parent ended first, its error is returned (class Cancelled). A panic
 // in f is returned as an error wrapping ErrClientPanic.
-func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg *sync.WaitGroup, f func(context.Context) (T, error)) (T, error) {
+//
+// With a gate (NewGate; nil for none), f runs only once the gate finds
+// the server reachable, within the same bound, and the gate learns from
+// f's error.
+func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg *sync.WaitGroup, gate *Gate, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	// Cancelled here, not in the goroutine: a goroutine that cancelled
 	// after sending its result would race its own result in the select
 	// below. If we give up first, the deadline has already cancelled ctx.
 	defer cancel()
+	var zero T
+	if err := gate.Enter(ctx); err != nil {
+		return zero, bounded(parent, ctx, timeout, err)
+	}
 	if inline {
 		v, err := guarded(ctx, f)
-		return v, bounded(parent, ctx, timeout, err)
+		err = bounded(parent, ctx, timeout, err)
+		gate.Leave(err)
+		return v, err
 	}
 	type result struct {
 		v   T
@@ -53,15 +63,18 @@ func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg 
 		v, err := guarded(ctx, f)
 		ch <- result{v, err}
 	}()
-	var zero T
 	select {
 	case res := <-ch:
-		return res.v, bounded(parent, ctx, timeout, res.err)
+		err := bounded(parent, ctx, timeout, res.err)
+		gate.Leave(err)
+		return res.v, err
 	case <-ctx.Done():
 		if perr := parent.Err(); perr != nil {
 			return zero, perr
 		}
-		return zero, fmt.Errorf("%w after %v", ErrTimeout, timeout)
+		err := fmt.Errorf("%w after %v", ErrTimeout, timeout)
+		gate.Leave(err)
+		return zero, err
 	}
 }
 

@@ -122,7 +122,7 @@ func Classify(err error) Class {
 	switch {
 	case err == nil:
 		return OK
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUnreachable):
 		return Outage
 	case errors.Is(err, ErrClientPanic), errors.Is(err, redis.ErrClosed):
 		return Misconfigured

@@ -108,7 +108,7 @@ var probe = New("local v = redis.call('GET', KEYS[1]); redis.call('SET', KEYS[1]
 
 // runProbe runs s on c as the libraries do: bounded, EVALSHA then EVAL.
 func runProbe(c redis.UniversalClient, s *Script, timeout time.Duration) error {
-	_, err := Call(context.Background(), timeout, HonoursDeadlines(c), nil, func(ctx context.Context) (any, error) {
+	_, err := Call(context.Background(), timeout, HonoursDeadlines(c), nil, nil, func(ctx context.Context) (any, error) {
 		return s.Run(ctx, c, []string{"k"}, "x").Result()
 	})
 	return err
@@ -173,7 +173,7 @@ func TestClassifyRedisServer(t *testing.T) {
 				moved = moved || strings.HasPrefix(err.Error(), "MOVED ")
 				check(t, "probe on "+node.Addr(), err, Misconfigured)
 			}
-			_, err = Call(context.Background(), long, HonoursDeadlines(c), nil, func(ctx context.Context) (any, error) {
+			_, err = Call(context.Background(), long, HonoursDeadlines(c), nil, nil, func(ctx context.Context) (any, error) {
 				return probe.Run(ctx, c, []string{"a", "b"}, "x").Result()
 			})
 			crossslot = crossslot || strings.HasPrefix(fmt.Sprint(err), "CROSSSLOT ")
@@ -284,7 +284,7 @@ func TestClassifyRedisServer(t *testing.T) {
 	t.Run("caller's context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := Call(ctx, long, false, nil, func(ctx context.Context) (any, error) {
+		_, err := Call(ctx, long, false, nil, nil, func(ctx context.Context) (any, error) {
 			return probe.Run(ctx, ok, []string{"k"}, "x").Result()
 		})
 		check(t, "cancelled", err, Cancelled)

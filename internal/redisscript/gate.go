@@ -1,0 +1,216 @@
+package redisscript
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrUnreachable: the server could not be reached when a Gate dialed it,
+// so the call was not made. It keeps the dial's error as text only (a
+// dialer's context error would otherwise read as the caller's).
+// Class Outage.
+var ErrUnreachable = errors.New("redis server unreachable")
+
+// Gate keeps a library's calls away from a server that cannot be reached.
+//
+// go-redis dials from its pool when a call needs a connection, and prints
+// each dial that fails ("connection pool: failed to dial after N
+// attempts") through its process-wide logger. A library has no business
+// changing that logger, and a user whose client points at a Redis that is
+// not there should get an error from us, not a line in their log for every
+// call. So while the server is not known to be reachable (at first, and
+// after a call failed to reach it), a call goes through the Gate: it dials
+// the server itself, the way the client would (the client's own Dialer,
+// which also covers Sentinel and custom dialers; for a cluster or a ring,
+// its seed addresses with its TLS settings), closes that connection at
+// once, and lets the call through only if the dial succeeded. A failed
+// dial is an outage (ErrUnreachable) returned without the client having
+// dialed at all.
+//
+// One probe runs at a time. Before the first answer, every caller waits
+// for it (within its own deadline): a healthy server is never refused at
+// start. Once a call has failed to reach the server, the next caller
+// probes and waits, and callers that arrive while that probe runs fail at
+// once: an outage costs one dial at a time, not one per call, and the
+// first call after the server is back goes through.
+//
+// What a Gate cannot stop: calls already in flight when a server dies
+// dial in their turn, and go-redis logs those (a line or a few an outage,
+// where without the Gate every call logs until the pool gives up); and a
+// cluster or ring whose seed addresses answer while one of its nodes does
+// not. A client of another type (a wrapper of the user's) is not gated:
+// NewGate returns nil, whose methods let every call through.
+type Gate struct {
+	dial    func(context.Context) error
+	timeout time.Duration
+	up      atomic.Bool
+	mu      sync.Mutex
+	probe   *attempt // in flight, or nil
+	known   bool     // a probe has answered
+}
+
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
+// NewGate returns a Gate for client c (a *redis.Client, *redis.ClusterClient
+// or *redis.Ring) whose probes dial for at most timeout, or nil for a
+// client of another type.
+func NewGate(c any, timeout time.Duration) *Gate {
+	dial := dialerOf(c)
+	if dial == nil {
+		return nil
+	}
+	return &Gate{dial: dial, timeout: timeout}
+}
+
+// Enter is called before a call to the server. It returns nil if the call
+// may go ahead; an error wrapping ErrUnreachable if the server was found
+// unreachable; ctx's error if ctx ended while a probe ran.
+func (g *Gate) Enter(ctx context.Context) error {
+	if g == nil || g.up.Load() {
+		return nil
+	}
+	g.mu.Lock()
+	if g.up.Load() {
+		g.mu.Unlock()
+		return nil
+	}
+	p := g.probe
+	if p != nil && g.known {
+		// Down, and someone is already finding out: do not queue
+		// behind a dial that may take the whole timeout.
+		g.mu.Unlock()
+		return fmt.Errorf("%w (a probe is under way)", ErrUnreachable)
+	}
+	if p == nil {
+		p = &attempt{done: make(chan struct{})}
+		g.probe = p
+		go g.run(p)
+	}
+	g.mu.Unlock()
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("%w: %v", ErrUnreachable, p.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run dials once, on its own deadline (a caller that gives up does not
+// cut the probe short, so its answer is about the server), and publishes
+// the answer.
+func (g *Gate) run(p *attempt) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	err := guardedDial(ctx, g.dial)
+	cancel()
+	g.mu.Lock()
+	p.err = err
+	g.probe = nil
+	g.known = true
+	g.up.Store(err == nil)
+	g.mu.Unlock()
+	close(p.done)
+}
+
+func guardedDial(ctx context.Context, dial func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the dialer panicked: %v", r)
+		}
+	}()
+	return dial(ctx)
+}
+
+// Leave is called with the error of a call that went through: one that
+// says the server could not be reached or did not answer in time (an
+// outage that is not a reply of the server's) closes the gate, so that the
+// next call probes first.
+func (g *Gate) Leave(err error) {
+	if g == nil || err == nil || !g.up.Load() {
+		return
+	}
+	if Classify(err) == Outage && !IsReply(err) {
+		g.up.Store(false)
+	}
+}
+
+// dialerOf returns a function that dials c's server (one of a cluster's or
+// a ring's addresses) as c would and closes the connection, or nil for a
+// client it cannot see into.
+func dialerOf(c any) func(context.Context) error {
+	type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+	var (
+		dial    dialFunc
+		network = "tcp"
+		addrs   []string
+		tlsConf *tls.Config
+	)
+	switch c := c.(type) {
+	case *redis.Client:
+		if c == nil {
+			return nil
+		}
+		o := c.Options()
+		dial, network, addrs = o.Dialer, o.Network, []string{o.Addr}
+		if dial == nil { // NewClient always sets one; a zero Client has none
+			return nil
+		}
+	case *redis.ClusterClient:
+		if c == nil {
+			return nil
+		}
+		o := c.Options()
+		dial, addrs, tlsConf = o.Dialer, o.Addrs, o.TLSConfig
+	case *redis.Ring:
+		if c == nil {
+			return nil
+		}
+		o := c.Options()
+		dial, tlsConf = o.Dialer, o.TLSConfig
+		for _, a := range o.Addrs {
+			addrs = append(addrs, a)
+		}
+	default:
+		return nil
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	if dial == nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if tlsConf != nil {
+				d := tls.Dialer{Config: tlsConf}
+				return d.DialContext(ctx, network, addr)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	return func(ctx context.Context) error {
+		var err error
+		for _, a := range addrs {
+			var conn net.Conn
+			if conn, err = dial(ctx, network, a); err == nil {
+				_ = conn.Close()
+				return nil
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return err
+	}
+}
