@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -53,7 +54,15 @@ type RedisStore struct {
 	// (counting every hit, or only admitted ones); nil for a Cluster or
 	// a Ring, whose keys live on several servers.
 	batch [2]*windowBatcher
+	// gate dials the server before a call while it is not known to be
+	// reachable, so that a client pointed nowhere fails at once instead
+	// of logging go-redis's dial errors (redisscript.Gate).
+	gate *redisscript.Gate
 }
+
+// gateTimeout bounds the gate's own dial to a server not known to be
+// reachable; callers wait for it no longer than their own bound.
+const gateTimeout = time.Second
 
 // NewRedisStore returns a store over client. Options: WithKeyPrefix,
 // WithStoreClock, WithRefusalCache. It does not contact Redis: Check does.
@@ -85,7 +94,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim}
+	s := &RedisStore{client: client, cfg: cfg, clock: cfg.nowFunc(), lim: lim, gate: redisscript.NewGate(client, gateTimeout)}
 	switch c := client.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		s.sharded = true
@@ -147,6 +156,9 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmi
 	if onlyAdmitted {
 		mode, m = "1", 1
 	}
+	if err := s.enter(ctx, timeout); err != nil {
+		return err
+	}
 	var err error
 	if b := s.batch[m]; b != nil {
 		err = b.windows(ctx, pending, timeout)
@@ -156,6 +168,7 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmi
 		err = s.runOne(ctx, pending, mode)
 	}
 	if err != nil {
+		s.gate.Leave(err)
 		return err
 	}
 	if s.refused != nil {
@@ -254,6 +267,27 @@ func fill(ops []windowOp, v []int64) error {
 // answer no retry will change: authentication, a database or cluster mode
 // the server lacks, a key of another type); a bug or a cancelled call
 // wraps neither.
+// enter passes the gate: at once while Redis is known to be reachable;
+// otherwise after the gate's probe, waiting no longer than ctx and timeout
+// allow.
+func (s *RedisStore) enter(ctx context.Context, timeout time.Duration) error {
+	if s.gate.Open() {
+		return nil
+	}
+	if timeout > 0 && s.batch[0] != nil { // windowsWithin bounded ctx otherwise
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if err := s.gate.Enter(ctx); err != nil {
+		if errors.Is(err, redisscript.ErrUnreachable) {
+			return classify(err)
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, err) // as the batch's wait
+	}
+	return nil
+}
+
 func classify(err error) error {
 	class := redisscript.Classify(err)
 	if class == redisscript.OK {

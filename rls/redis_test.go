@@ -549,3 +549,38 @@ func TestRedisRing(t *testing.T) {
 		t.Errorf("keys per shard: %s and %s: the ring did not spread them", strings.TrimSpace(na), strings.TrimSpace(nb))
 	}
 }
+
+// TestRedisNowhereLogsNothing: a store whose client points at a closed
+// port answers ErrUnavailable (UNAVAILABLE through the service) at once,
+// and go-redis prints none of its "failed to dial" lines about it: the
+// store dials first while Redis is not known to be reachable
+// (redisscript.Gate).
+func TestRedisNowhereLogsNothing(t *testing.T) {
+	log := redistest.CaptureClientLog(t)
+	addr := redistest.ClosedAddr(t)
+	// One dial attempt a call: a failed dial logs before the call returns.
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	defer client.Close()
+	store, err := NewRedisStore(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := store.Check(context.Background()); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("Check %d: %v, want ErrUnavailable", i, err)
+		}
+	}
+	svc, err := New(parseYAML(t, fiveRules), store, WithStoreTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request("d", 0, desc("a", "1"), desc("f", "1"))
+	for i := range 3 {
+		if _, err := svc.ShouldRateLimit(context.Background(), req); grpcstatus.Code(err) != codes.Unavailable {
+			t.Errorf("call %d: %v, want UNAVAILABLE", i, err)
+		}
+	}
+	if lines := log.About(addr); len(lines) > 0 {
+		t.Errorf("go-redis logged:\n%s", strings.Join(lines, "\n"))
+	}
+}

@@ -73,11 +73,15 @@ func NewGate(c any, timeout time.Duration) *Gate {
 	return &Gate{dial: dial, timeout: timeout}
 }
 
+// Open reports whether calls go through without a probe: the server is
+// known to be reachable, or g is nil.
+func (g *Gate) Open() bool { return g == nil || g.up.Load() }
+
 // Enter is called before a call to the server. It returns nil if the call
 // may go ahead; an error wrapping ErrUnreachable if the server was found
 // unreachable; ctx's error if ctx ended while a probe ran.
 func (g *Gate) Enter(ctx context.Context) error {
-	if g == nil || g.up.Load() {
+	if g.Open() {
 		return nil
 	}
 	g.mu.Lock()
