@@ -35,12 +35,12 @@ var ErrUnreachable = errors.New("redis server unreachable")
 // dial is an outage (ErrUnreachable) returned without the client having
 // dialed at all.
 //
-// One probe runs at a time. Before the first answer, every caller waits
-// for it (within its own deadline): a healthy server is never refused at
-// start. Once a call has failed to reach the server, the next caller
-// probes and waits, and callers that arrive while that probe runs fail at
-// once: an outage costs one dial at a time, not one per call, and the
-// first call after the server is back goes through.
+// One probe runs at a time, and every caller that finds the gate closed
+// waits for its answer (within the caller's own deadline), then makes its
+// call or fails with the probe's error: a healthy server is never refused,
+// at start or after a call that merely timed out, and while the server is
+// down each probe stands for all the calls that arrive during it, not one
+// dial per call.
 //
 // What a Gate cannot stop: calls already in flight when a server dies
 // dial in their turn, and go-redis logs those (a line or a few an outage,
@@ -54,7 +54,6 @@ type Gate struct {
 	up      atomic.Bool
 	mu      sync.Mutex
 	probe   *attempt // in flight, or nil
-	known   bool     // a probe has answered
 }
 
 type attempt struct {
@@ -90,12 +89,6 @@ func (g *Gate) Enter(ctx context.Context) error {
 		return nil
 	}
 	p := g.probe
-	if p != nil && g.known {
-		// Down, and someone is already finding out: do not queue
-		// behind a dial that may take the whole timeout.
-		g.mu.Unlock()
-		return fmt.Errorf("%w (a probe is under way)", ErrUnreachable)
-	}
 	if p == nil {
 		p = &attempt{done: make(chan struct{})}
 		g.probe = p
@@ -123,7 +116,6 @@ func (g *Gate) run(p *attempt) {
 	g.mu.Lock()
 	p.err = err
 	g.probe = nil
-	g.known = true
 	g.up.Store(err == nil)
 	g.mu.Unlock()
 	close(p.done)

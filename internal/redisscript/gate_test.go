@@ -122,20 +122,21 @@ func TestGateStates(t *testing.T) {
 		}
 
 		// A call that could not reach the server closes the gate: the
-		// next caller probes and waits, those who come meanwhile fail
-		// at once, without a dial of their own.
+		// next caller probes, and those who come meanwhile wait for the
+		// same probe instead of dialing their own.
 		g.Leave(refused)
-		go func() { errs <- g.Enter(ctx) }()
-		synctest.Wait()
-		if n := dials.Load(); n != 2 {
-			t.Fatalf("%d dials, want a probe after the failure", n)
+		for range 2 {
+			go func() { errs <- g.Enter(ctx) }()
 		}
-		if err := g.Enter(ctx); !errors.Is(err, ErrUnreachable) {
-			t.Fatalf("while a probe runs: %v, want ErrUnreachable at once", err)
+		synctest.Wait()
+		if n := dials.Load(); n != 2 || len(errs) != 0 {
+			t.Fatalf("after the failure: %d dials, %d callers answered; want one probe, all waiting", n, len(errs))
 		}
 		answers <- refused
-		if err := <-errs; !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "connection refused") || Classify(err) != Outage {
-			t.Fatalf("prober: %v, want ErrUnreachable with the dial's error", err)
+		for range 2 {
+			if err := <-errs; !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "connection refused") || Classify(err) != Outage {
+				t.Fatalf("waiting on a failed probe: %v, want ErrUnreachable with the dial's error", err)
+			}
 		}
 
 		// Down: the next caller probes again (no wait between probes);
