@@ -3,7 +3,6 @@ package rls
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -413,10 +412,7 @@ func TestRedisMisconfigured(t *testing.T) {
 		t.Errorf("cluster client on a standalone server: %v, want ErrMisconfigured", err)
 	}
 	// Nothing listening: unavailable, not misconfigured.
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	dead := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	dead := redis.NewClient(&redis.Options{Addr: redistest.ClosedAddr(t), MaxRetries: -1})
 	defer dead.Close()
 	store, _ = NewRedisStore(dead)
 	if err := store.Check(context.Background()); !errors.Is(err, ErrUnavailable) {

@@ -91,17 +91,12 @@ func TestRedisCallTimeout(t *testing.T) {
 // dials first while the server is not known to be reachable
 // (redisscript.Gate).
 func TestRedisNowhere(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
+	closed := redistest.ClosedAddr(t)
 	silent, err := net.Listen("tcp", "127.0.0.1:0") // never accepted
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = silent.Close() })
-	_ = ln.Close()
 	defaultCallTimeout = DefaultCallTimeout
 	t.Cleanup(func() { defaultCallTimeout = 10 * time.Second })
 	log := redistest.CaptureClientLog(t)
