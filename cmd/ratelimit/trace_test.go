@@ -35,7 +35,11 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "ratelimit")
-		if out, err := exec.Command(goTool, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+		args := []string{"build", "-o", built.bin}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
@@ -53,6 +57,12 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	if raceBuild {
+		// A race-built program sleeps a second at exit by default (for
+		// late reports from other goroutines); the binary's runs here
+		// are many and short. A GORACE of the caller's still wins.
+		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
