@@ -29,7 +29,7 @@ import (
 // TypeURL is the resource type the client subscribes to.
 const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
 
-// ErrClosed: the Client was closed.
+// ErrClosed: the Client was closed, or its Run returned.
 var ErrClosed = errors.New("xds: client closed")
 
 // A Target takes the configurations the client receives. *rls.Service is
@@ -307,18 +307,23 @@ func (c *Client) event(e Event) {
 
 // WaitConfig waits until a configuration has been applied, and returns the
 // last one applied; it returns early with ctx's error, or ErrClosed when
-// the client is closed.
+// the client is closed or its Run has returned.
 func (c *Client) WaitConfig(ctx context.Context) (*rls.Config, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("xds: %w", rls.ErrNilContext)
 	}
 	select {
 	case <-c.first:
-		return c.last.Load(), nil
 	case <-c.closed:
-		return nil, ErrClosed
+	case <-c.ran:
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
+	}
+	select {
+	case <-c.first:
+		return c.last.Load(), nil
+	default:
+		return nil, ErrClosed
 	}
 }
 

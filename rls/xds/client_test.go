@@ -241,7 +241,7 @@ func TestClientCertificateRequired(t *testing.T) {
 	srv.set(1, domain("a", 5))
 	svc, _ := rls.New(nil, nil)
 	noCert := p.clientTLS(t)
-	noCert.Certificates = nil
+	noCert.GetClientCertificate = nil
 	ev := newEvents(t)
 	c, err := NewClient(srv.addr, svc, WithNodeID(nodeID), WithTLS(noCert), WithEvents(ev.hook), WithBackoff(fastBackoff))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
@@ -56,13 +57,20 @@ func (p *pki) serverTLS(t *testing.T) *tls.Config {
 	}
 }
 
-// clientTLS is what the CLI builds from CONFIG_GRPC_XDS_* files.
+// clientTLS is what the CLI builds from the files Envoy Gateway mounts at
+// /certs: CONFIG_GRPC_XDS_CLIENT_TLS_CERT/_KEY=tls.crt/tls.key,
+// CONFIG_GRPC_XDS_SERVER_TLS_CACERT=ca.crt, and
+// CONFIG_GRPC_XDS_SERVER_TLS_SAN for the name dialled by address.
 func (p *pki) clientTLS(t *testing.T) *tls.Config {
-	return &tls.Config{
-		Certificates: []tls.Certificate{p.leaf.TLS(t)},
-		RootCAs:      p.ca.Pool(),
-		ServerName:   "envoy-gateway",
+	dir := t.TempDir()
+	cert, key := p.leaf.Write(t, dir, "tls.crt", "tls.key")
+	cfg, _, err := tlsfiles.NewClientConfig(tlsfiles.ClientFiles{
+		CertFile: cert, KeyFile: key, CAFile: p.ca.WriteCA(t, dir, "ca.crt"), ServerName: "envoy-gateway",
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return cfg
 }
 
 // xdsServer is one run of the management server; the cache outlives it
