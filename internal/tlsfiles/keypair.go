@@ -31,6 +31,8 @@ type KeyPair struct {
 	// not, so that a bad pair is reported once and not re-parsed until a
 	// file changes again.
 	certPEM, keyPEM []byte
+
+	betweenReads func() // tests update the files there
 }
 
 // LoadKeyPair reads a PEM certificate (chain) and key.
@@ -70,19 +72,24 @@ func (k *KeyPair) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 func (k *KeyPair) Reload() (changed bool, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	certPEM, err := readFile(k.certFile)
-	if err != nil {
-		return false, err
-	}
-	keyPEM, err := readFile(k.keyFile)
+	certPEM, keyPEM, err := k.read()
 	if err != nil {
 		return false, err
 	}
 	if k.cur.Load() != nil && bytes.Equal(certPEM, k.certPEM) && bytes.Equal(keyPEM, k.keyPEM) {
 		return false, nil
 	}
-	k.certPEM, k.keyPEM = certPEM, keyPEM
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// The two files are read one after the other: an update between
+		// the reads (a ..data swap) pairs the old certificate with the
+		// new key. Read them again once before calling it an error.
+		if c, k2, rerr := k.read(); rerr == nil && (!bytes.Equal(c, certPEM) || !bytes.Equal(k2, keyPEM)) {
+			certPEM, keyPEM = c, k2
+			pair, err = tls.X509KeyPair(certPEM, keyPEM)
+		}
+	}
+	k.certPEM, k.keyPEM = certPEM, keyPEM
 	if err != nil {
 		return false, fmt.Errorf("tls: certificate %s with key %s: %w", k.certFile, k.keyFile, err)
 	}
@@ -90,11 +97,32 @@ func (k *KeyPair) Reload() (changed bool, err error) {
 	return true, nil
 }
 
-// Watch calls Reload every interval until ctx ends, and report after each
-// call that replaced the pair (with nil) or failed (with the error; the
-// same error again is not reported until another result comes between).
-// Run it in its own goroutine.
+// read reads the certificate file, then the key file.
+func (k *KeyPair) read() (certPEM, keyPEM []byte, err error) {
+	if certPEM, err = readFile(k.certFile); err != nil {
+		return nil, nil, err
+	}
+	if k.betweenReads != nil {
+		k.betweenReads()
+	}
+	if keyPEM, err = readFile(k.keyFile); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
+}
+
+// DefaultWatchInterval is Watch's interval when it is given none.
+const DefaultWatchInterval = 10 * time.Second
+
+// Watch calls Reload every interval (DefaultWatchInterval when interval is
+// not positive) until ctx ends, and report after each call that replaced
+// the pair (with nil) or failed (with the error; the same error again is
+// not reported until another result comes between). Run it in its own
+// goroutine.
 func (k *KeyPair) Watch(ctx context.Context, interval time.Duration, report func(error)) {
+	if interval <= 0 {
+		interval = DefaultWatchInterval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var last string

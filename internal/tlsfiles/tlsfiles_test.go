@@ -426,3 +426,24 @@ func TestGetCertificateDoesNotReadFiles(t *testing.T) {
 		t.Errorf("GetClientCertificate with the files gone: %v, %v", c, err)
 	}
 }
+
+// An update that lands between the reads of the two files (the old
+// certificate read, then the new key) is read again, not reported.
+func TestReloadUpdateBetweenReads(t *testing.T) {
+	p := newPKI(t)
+	pair, err := LoadKeyPair(p.certFile, p.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := p.ca.Issue(t, "server.test")
+	pair.betweenReads = func() {
+		pair.betweenReads = nil
+		next.Write(t, p.dir, "tls.crt", "tls.key")
+	}
+	if changed, err := pair.Reload(); err != nil || !changed {
+		t.Fatalf("Reload across an update: %v, %v", changed, err)
+	}
+	if pair.Certificate().Leaf.SerialNumber.Cmp(next.Cert.SerialNumber) != 0 {
+		t.Error("the new pair is not in use")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/smoothrate/ratelimit/rls"
@@ -92,18 +93,38 @@ func WithNodeMetadata(md map[string]string) Option {
 // WithHeaders adds gRPC metadata (HTTP/2 headers) to the stream
 // (CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS, parsed by ParseHeaders), for
 // a server or a proxy in front of it that authenticates with them. Names
-// are sent in lower case.
+// are sent in lower case; a name gRPC would refuse on the wire (empty,
+// with other characters than letters, digits, '-', '_' and '.', or
+// starting with "grpc-") is an error here.
 func WithHeaders(h map[string]string) Option {
 	h = maps.Clone(h)
 	return optionFunc(func(c *clientConfig) {
-		for k := range h {
-			if k == "" {
-				c.fail("empty header name")
+		for k, v := range h {
+			if !validHeaderName(k) {
+				c.fail("header name %q", k)
 				return
+			}
+			for _, r := range v {
+				if r < 0x20 || r > 0x7e {
+					c.fail("header %s: value %q has a character other than printable ASCII", k, v)
+					return
+				}
 			}
 		}
 		c.headers = h
 	})
+}
+
+func validHeaderName(k string) bool {
+	if k == "" || strings.HasPrefix(strings.ToLower(k), "grpc-") {
+		return false
+	}
+	for _, r := range k {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // WithTLS connects over TLS with cfg (CONFIG_GRPC_XDS_SERVER_USE_TLS; the
