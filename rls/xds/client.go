@@ -108,11 +108,10 @@ type Client struct {
 	once     sync.Once
 	last     atomic.Pointer[rls.Config]
 
-	rejected  rejection                                  // Run's goroutine only
-	testSleep func(ctx context.Context, d time.Duration) // tests see and control the waits
+	rejected rejection // Run's goroutine only
 }
 
-// NewClient returns a client of the xDS server at target, a gRPC target
+// NewClient returns a client of the xDS server at serverURL, a gRPC target
 // ("host:port", as CONFIG_GRPC_XDS_SERVER_URL; or "dns:///host:port",
 // "unix:///path"), that gives target the configurations it receives. It
 // does not connect yet: Run does. Bad options are reported here
