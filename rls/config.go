@@ -111,7 +111,8 @@ func (c *Config) Domains() []string {
 	return ds
 }
 
-// Files returns the files the configuration was read from, in load order.
+// Files returns the files the configuration was read from, in load order
+// (for ParseConfigProtos, the resources' names).
 func (c *Config) Files() []string { return append([]string(nil), c.files...) }
 
 // ConfigError is a rejected configuration: the file and the reason, which
@@ -137,6 +138,16 @@ func (f loadOptionFunc) applyLoad(c *loadConfig) { f(c) }
 // with the same domain is rejected.
 func MergeDomains(merge bool) LoadOption {
 	return loadOptionFunc(func(c *loadConfig) { c.merge = merge })
+}
+
+func buildLoadConfig(opts []LoadOption) loadConfig {
+	var lc loadConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyLoad(&lc)
+		}
+	}
+	return lc
 }
 
 // File is one configuration file's name (as errors name it) and contents.
@@ -201,12 +212,7 @@ func LoadConfig(path string, opts ...LoadOption) (*Config, error) {
 
 // ParseConfig builds a configuration from files' contents, in order.
 func ParseConfig(files []File, opts ...LoadOption) (*Config, error) {
-	var lc loadConfig
-	for _, o := range opts {
-		if o != nil {
-			o.applyLoad(&lc)
-		}
-	}
+	lc := buildLoadConfig(opts)
 	c := &Config{domains: map[string]*node{}}
 	for _, f := range files {
 		root, err := parseFile(f.Name, f.Content)

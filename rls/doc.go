@@ -11,6 +11,11 @@
 //	svc, err := rls.New(cfg, store, rls.WithRateLimitHeaders("", "", ""))
 //	rlsv3.RegisterRateLimitServiceServer(grpcServer, svc)
 //
+// A configuration can also come from an xDS server, as Envoy Gateway
+// sends it: ParseConfigProtos loads RateLimitConfig resources with the
+// files' checks, and package rls/xds keeps a Service's configuration in
+// step with the server.
+//
 // # The reference's behaviour
 //
 // With no addition configured and no option given, every answer equals

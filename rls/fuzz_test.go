@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // FuzzParseConfig: any file is loaded or refused with a one-line
@@ -38,6 +41,36 @@ func FuzzParseConfig(f *testing.F) {
 					t.Fatal(err)
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseConfigProtos: any RateLimitConfig resource is loaded or refused
+// with a *ConfigError, never a panic, and a loaded one makes a Service.
+func FuzzParseConfigProtos(f *testing.F) {
+	for _, c := range protoCases {
+		for _, p := range c.cfgs {
+			b, err := proto.Marshal(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p rlconfv3.RateLimitConfig
+		if proto.Unmarshal(b, &p) != nil {
+			return
+		}
+		cfg, err := ParseConfigProtos([]*rlconfv3.RateLimitConfig{&p})
+		if err != nil {
+			if _, ok := err.(*ConfigError); !ok {
+				t.Fatalf("%T %v", err, err)
+			}
+			return
+		}
+		if _, err := New(cfg, nil); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
