@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
-	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -47,6 +46,9 @@ type MemoryStore struct {
 	seed   *hashSeed
 	mask   uint64
 	shards []*shard
+	// probes counts the comparisons decideAll makes to find each check's
+	// key among the keys before it (tests check that they are linear).
+	probes atomic.Uint64
 }
 
 // MemoryStats are a MemoryStore's counters.
@@ -110,6 +112,9 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 // 1024, 0.97 for 128 of 8192 (the default store on two processors).
 const minShardKeys = 1024
 
+// maxShards is the most shards a store has (shardCount).
+const maxShards = 1024
+
 // shardCount is a power of two: 64 shards per processor (at least 64, at
 // most 1024), so parallel decisions seldom meet on a lock, but never so
 // many that a shard holds fewer than minShardKeys keys (so a small store
@@ -118,7 +123,7 @@ const minShardKeys = 1024
 // KeyedParallel).
 func shardCount(maxKeys, procs int) int {
 	n := 1 << bits.Len(uint(max(64, 64*procs)-1))
-	n = min(n, 1024)
+	n = min(n, maxShards)
 	for n > 1 && maxKeys/n < minShardKeys {
 		n /= 2
 	}
@@ -438,10 +443,17 @@ func (p *pending) store(now int64) {
 // locked in ascending order, so two AllowAll calls never deadlock. The
 // checks apply in order to copies of their keys' states, so two checks of
 // the same key see each other (the second is decided after the first is
-// counted); the copies are written back only if every check allowed.
-func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision) error {
+// counted); the copies are written back only if every check allowed (and
+// commit is set). The work is linear in len(rs): a check's key is found
+// among the keys before it by a map once there are more than a few. A
+// context that ends before the copies are written back ends the call with
+// nothing counted (it is checked every checkEvery checks).
+func (s *MemoryStore) decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error {
 	if err := s.err(); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	now, err := s.now()
 	if err != nil {
@@ -452,33 +464,46 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 	const few = 4
 	var psBuf [few]pending
 	var orderBuf [few]int
-	var lockedBuf [few]uint64
-	ps, order, locked := psBuf[:0], orderBuf[:0], lockedBuf[:0]
+	ps, order := psBuf[:0], orderBuf[:0]
+	var index map[memKey]int // the keys' places in ps, past a few checks
 	if len(rs) > few {
-		ps, order, locked = make([]pending, 0, len(rs)), make([]int, 0, len(rs)), make([]uint64, 0, len(rs))
+		ps, order = make([]pending, 0, len(rs)), make([]int, 0, len(rs))
+		index = make(map[memKey]int, len(rs))
 	}
+	var locked shardSet
+	probes := 0
 	for j := range rs {
 		k := memKey{key: rs[j].key, alg: rs[j].p.alg}
-		idx := 0
-		for idx < len(ps) && ps[idx].k != k {
-			idx++
+		idx, seen := 0, false
+		if index != nil {
+			idx, seen = index[k]
+			probes++
+		} else {
+			for idx < len(ps) && !seen {
+				probes++
+				if seen = ps[idx].k == k; !seen {
+					idx++
+				}
+			}
 		}
-		if idx == len(ps) {
+		if !seen {
+			idx = len(ps)
 			sh, h := s.shardOf(k.alg, k.key)
 			prefetch.Line(sh.homeLine(h)) // as in allow: the keys' entries load together, under the locks
 			ps = append(ps, pending{sh: sh, h: h, k: k})
-			if !slices.Contains(locked, h&s.mask) {
-				locked = append(locked, h&s.mask)
+			locked.add(int(h & s.mask))
+			if index != nil {
+				index[k] = idx
 			}
 		}
 		order = append(order, idx)
 	}
-	slices.Sort(locked)
-	for _, i := range locked {
+	s.probes.Add(uint64(probes))
+	for i := locked.next(0); i >= 0; i = locked.next(i + 1) {
 		s.shards[i].mu.Lock()
 	}
 	defer func() {
-		for _, i := range locked {
+		for i := locked.next(0); i >= 0; i = locked.next(i + 1) {
 			s.shards[i].mu.Unlock()
 		}
 	}()
@@ -487,27 +512,58 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 	}
 	all := true
 	for j := range rs {
+		if j%checkEvery == checkEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%w: %w", ErrStore, err)
+			}
+		}
 		out[j] = ps[order[j]].apply(&rs[j], now)
 		all = all && out[j].Allowed
 	}
-	if all {
+	if all && commit {
 		for i := range ps {
 			if ps[i].written {
 				ps[i].store(now)
 			}
 		}
-	} else {
-		// Nothing is counted: each decision keeps its outcome and wait
-		// but reports the key's stored state.
-		for j := range rs {
-			p := &ps[order[j]]
-			stored := pending{sh: p.sh, h: p.h, k: p.k}
-			stored.load()
-			peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
-			out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
-		}
+		return nil
+	}
+	// Nothing is counted: each decision keeps its outcome and wait but
+	// reports the key's stored state.
+	for j := range rs {
+		p := &ps[order[j]]
+		stored := pending{sh: p.sh, h: p.h, k: p.k}
+		stored.load()
+		peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
+		out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
 	}
 	return nil
+}
+
+// checkEvery is how many checks decideAll decides between two looks at
+// its context: often enough that a call of many thousand checks stops
+// soon after its caller gives up, seldom enough to cost nothing.
+const checkEvery = 1024
+
+// shardSet is a set of shard indexes (below maxShards), iterated in
+// ascending order: the order in which decideAll locks them. One bit per
+// shard, on the stack, so adding is O(1) whatever the number of checks.
+type shardSet [maxShards / 64]uint64
+
+func (s *shardSet) add(i int) { s[i/64] |= 1 << (i % 64) }
+
+// next returns the least index ≥ i in the set, or -1.
+func (s *shardSet) next(i int) int {
+	for w := i / 64; w < len(s); w++ {
+		b := s[w]
+		if w == i/64 {
+			b &^= 1<<(i%64) - 1
+		}
+		if b != 0 {
+			return w*64 + bits.TrailingZeros64(b)
+		}
+	}
+	return -1
 }
 
 func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error {

@@ -286,7 +286,7 @@ func parseDecisions(v []int64, out []Decision) error {
 	return nil
 }
 
-func (s *RedisStore) decideAll(ctx context.Context, rs []request, out []Decision) error {
+func (s *RedisStore) decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error {
 	if err := s.err(); err != nil {
 		return err
 	}
@@ -295,8 +295,13 @@ func (s *RedisStore) decideAll(ctx context.Context, rs []request, out []Decision
 		return err
 	}
 	groups := s.groups(rs)
-	if len(groups) == 1 {
-		return s.runAll(ctx, rs, groups[0], now, true, out)
+	if len(groups) == 1 || !commit {
+		for _, g := range groups {
+			if err := s.runAll(ctx, rs, g, now, commit, out); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	// Several slots: ask every group without counting first.
 	for _, g := range groups {

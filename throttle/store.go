@@ -20,8 +20,9 @@ type Store interface {
 	// decide decides one request, atomically.
 	decide(ctx context.Context, r request) (Decision, error)
 	// decideAll decides every request as one atomic step: all are counted
-	// if all allow, none otherwise. out has len(rs) elements.
-	decideAll(ctx context.Context, rs []request, out []Decision) error
+	// if all allow and commit is set, none otherwise. out has len(rs)
+	// elements.
+	decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error
 	// reset forgets the key's state for the algorithm.
 	reset(ctx context.Context, alg Algorithm, key string) error
 	// err reports a configuration error (a bad option; a nil store).
