@@ -2,10 +2,12 @@ package throttle
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,5 +178,94 @@ func BenchmarkAllowAllMany(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/check")
 		})
+	}
+}
+
+// longKey returns a key of n bytes, distinct for each i.
+func longKey(i, n int) string {
+	p := strconv.Itoa(i) + ":"
+	return p + strings.Repeat("v", n-len(p))
+}
+
+// TestMemoryBytesBounded: a MemoryStore holds at most WithMaxBytes of keys
+// and states, whatever the keys' length: values of 60 KiB (the most Envoy
+// puts in a header) and of 1 MB. A key longer than maxHeldKey is held by
+// its digest, and still limited as its own key.
+func TestMemoryBytesBounded(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{60 << 10, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			const budget = 1 << 20
+			s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
+			lim := mustNew(t, s, GCRA, PerHour(2))
+			for i := range 200 {
+				mustAllow(t, lim, longKey(i, size), 1)
+				if st := s.Stats(); st.Bytes > budget {
+					t.Fatalf("after %d keys of %d bytes: %d bytes held, budget %d", i+1, size, st.Bytes, budget)
+				}
+			}
+			if st := s.Stats(); st.Keys != 200 || st.Bytes != 200*keyCost(32) {
+				t.Errorf("200 long keys: %+v; want each held by its 32-byte digest (%d bytes each)", st, keyCost(32))
+			}
+			// A long key is limited on its own: 2 an hour.
+			k := longKey(0, size)
+			if d := mustAllow(t, lim, k, 1); !d.Allowed || d.Remaining != 0 {
+				t.Errorf("second hit of a long key: %+v", d)
+			}
+			if d := mustAllow(t, lim, k, 1); d.Allowed {
+				t.Errorf("third hit of a long key allowed: %+v", d)
+			}
+			ds, err := AllowAll(ctx, Check{lim, k, 0}, Check{lim, longKey(1, size), 1})
+			if err != nil || !ds.Allowed() || ds[0].Remaining != 0 || ds[1].Remaining != 0 {
+				t.Errorf("AllowAll of long keys = %+v, %v", ds, err)
+			}
+			// Its digest, as a key of its own, is another key.
+			sum := sha256.Sum256([]byte(k))
+			if d := mustAllow(t, lim, string(sum[:]), 1); !d.Allowed || d.Remaining != 1 {
+				t.Errorf("the digest of a held key as a key: %+v; want a fresh key", d)
+			}
+			if err := lim.Reset(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			if d := mustAllow(t, lim, k, 0); d.Remaining != 2 {
+				t.Errorf("a long key after Reset: %+v", d)
+			}
+		})
+	}
+	// Keys of maxHeldKey bytes, held as they are, fill the budget: the
+	// store evicts, and stays within it.
+	const budget = MinMaxBytes
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
+	lim := mustNew(t, s, FixedWindow, PerHour(2))
+	for i := range 1000 {
+		mustAllow(t, lim, longKey(i, maxHeldKey), 1)
+	}
+	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || st.Keys != budget/keyCost(maxHeldKey) {
+		t.Errorf("1000 keys of %d bytes in %d bytes: %+v; want %d keys held", maxHeldKey, budget, st, budget/keyCost(maxHeldKey))
+	}
+}
+
+// TestMemoryLogBytesBounded: a sliding log's entries count in its shard's
+// bytes (8 each, as its buffer grows), and a shard over its bytes evicts
+// other keys.
+func TestMemoryLogBytesBounded(t *testing.T) {
+	const budget = MinMaxBytes
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
+	lim := mustNew(t, s, SlidingLog, PerHour(4096))
+	for i := range 20 {
+		mustAllow(t, lim, "k"+strconv.Itoa(i), 1024)
+		if st := s.Stats(); st.Bytes > budget {
+			t.Fatalf("after %d logs of 1024 entries: %+v, budget %d", i+1, st, budget)
+		}
+	}
+	st := s.Stats()
+	if want := 8*1024 + keyCost(2); st.Keys >= 20 || st.Bytes < 2*want {
+		t.Errorf("20 logs of 1024 entries in %d bytes: %+v", budget, st)
+	}
+	// A log that alone outgrows the shard is kept, alone.
+	big := mustNew(t, s, SlidingLog, PerHour(10_000))
+	mustAllow(t, big, "big", 10_000)
+	if st := s.Stats(); st.Keys != 1 || st.Bytes != 8*16384+keyCost(3) {
+		t.Errorf("a log of 10 000 entries in %d bytes: %+v; want it alone", budget, s.Stats())
 	}
 }

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/bits"
 	"runtime"
@@ -59,10 +60,12 @@ type MemoryStats struct {
 	Evictions uint64
 	// Expired counts keys reclaimed because their state had expired.
 	Expired uint64
+	// Bytes is what the keys held now cost (WithMaxBytes).
+	Bytes int
 }
 
-// NewMemoryStore returns an empty store. It takes WithStoreClock and
-// WithMaxKeys; any other option, a nil one or a bad value is an error
+// NewMemoryStore returns an empty store. It takes WithStoreClock,
+// WithMaxKeys and WithMaxBytes; any other option, a nil one or a bad value is an error
 // wrapping ErrInvalidOption.
 func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	cfg, err := buildStoreConfig(opts)
@@ -82,6 +85,9 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 		return nil, fmt.Errorf("%w: WithCallTimeout applies to a RedisStore only", ErrInvalidOption)
 	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
+	for n > 1 && cfg.maxBytes/n < minShardBytes {
+		n /= 2
+	}
 	seed := newHashSeed()
 	s := &MemoryStore{clock: cfg.clock, seed: &seed, mask: uint64(n - 1)}
 	// Not where time is fake: in a testing/synctest bubble, time.Now
@@ -96,6 +102,7 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 			max++
 		}
 		s.shards[i] = newShard(s.seed, max)
+		s.shards[i].maxBytes = cfg.maxBytes / n
 	}
 	return s, nil
 }
@@ -111,6 +118,11 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 // at 0.91 full for 128 shards of 1024 (0.90 in that test), 0.89 for 1024 of
 // 1024, 0.97 for 128 of 8192 (the default store on two processors).
 const minShardKeys = 1024
+
+// minShardBytes is the fewest bytes a shard may hold when there is more
+// than one (WithMaxBytes): about a hundred keys of the longest length a
+// shard holds (maxHeldKey).
+const minShardBytes = 64 << 10
 
 // maxShards is the most shards a store has (shardCount).
 const maxShards = 1024
@@ -225,16 +237,42 @@ func (s *MemoryStore) readWall() (int64, error) {
 	return us, nil
 }
 
-// shardOf returns the shard that holds (alg, key) and the key's hash
-// (Limiter.allow does the same inline).
-func (s *MemoryStore) shardOf(alg Algorithm, key string) (*shard, uint64) {
-	h := keyHash(s.seed, alg, key)
-	return s.shards[h&s.mask], h
+// heldKey returns the identity under which the store holds (alg, key), its
+// shard and its hash (Limiter.allow does the same inline for a key of at
+// most maxHeldKey bytes). A longer key is held by its SHA-256 digest, its
+// hash's tag set apart by hashedTag, so that a digest is never found for a
+// key of the same 32 bytes: a key costs at most maxHeldKey + KeyOverhead
+// bytes however long it is, at the cost of a digest per decision (a
+// collision of two long keys would take 2^128 of them).
+func (s *MemoryStore) heldKey(alg Algorithm, key string) (memKey, *shard, uint64) {
+	k := memKey{key: key, alg: alg}
+	if len(key) > maxHeldKey {
+		d := sha256.Sum256([]byte(key))
+		k.key, k.hashed = string(d[:]), true
+	}
+	h := keyHash(s.seed, alg, k.key)
+	if k.hashed {
+		h ^= hashedTag
+	}
+	return k, s.shards[h&s.mask], h
 }
+
+// hashedTag sets a digest's hash apart from the hash of a key of the same
+// bytes: it changes the tag (the high 32 bits), which every lookup
+// compares, and the shard.
+const hashedTag = 0x5bd1e995<<32 | 0x1b873593
 
 func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 	if err := s.err(); err != nil {
 		return Decision{}, err
+	}
+	if len(r.key) > maxHeldKey {
+		// A long key is decided as an AllowAll of one check, which
+		// holds it by its digest (heldKey): the same definitions, so
+		// the same Decision.
+		var out [1]Decision
+		err := s.decideAll(ctx, []request{r}, out[:], true)
+		return out[0], err
 	}
 	l := Limiter{store: s, mem: s, p: *r.p}
 	var d Decision
@@ -250,7 +288,7 @@ func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 // it. Anything else, and every error, goes through the Store interface
 // (allowN).
 func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (err error) {
-	if l == nil || l.mem == nil || uint(len(key))-1 >= MaxKeyLen || n < 0 || ctx == nil { // empty or too long: allowN says which
+	if l == nil || l.mem == nil || uint(len(key))-1 >= maxHeldKey || n < 0 || ctx == nil { // empty, too long or held by its digest: allowN says which
 		*d, err = l.allowN(ctx, key, n)
 		return err
 	}
@@ -369,9 +407,14 @@ func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int6
 		if x.log == nil {
 			x.log = &ring{}
 		}
+		was := x.log.bytes()
 		x.log.drop(expired)
 		x.log.push(at, int(n))
 		x.expires = now + int64(d.ResetAfter/time.Microsecond)
+		if grew := x.log.bytes() - was; grew > 0 {
+			sh.bytes += grew
+			sh.fitBytes(now, h, memKey{key: key, alg: p.alg})
+		}
 	}
 	return d
 }
@@ -432,8 +475,7 @@ func (p *pending) store(now int64) {
 	}
 	p.sh.entries[i].meta |= metaUsed
 	if p.k.alg == SlidingLog {
-		x := p.sh.extOf(i)
-		x.log, x.expires = p.log, p.expires
+		p.sh.setLog(i, p.h, p.k, p.log, p.expires, now)
 		return
 	}
 	p.sh.setState(i, p.st, p.expires)
@@ -473,7 +515,7 @@ func (s *MemoryStore) decideAll(ctx context.Context, rs []request, out []Decisio
 	var locked shardSet
 	probes := 0
 	for j := range rs {
-		k := memKey{key: rs[j].key, alg: rs[j].p.alg}
+		k, sh, h := s.heldKey(rs[j].p.alg, rs[j].key)
 		idx, seen := 0, false
 		if index != nil {
 			idx, seen = index[k]
@@ -488,7 +530,6 @@ func (s *MemoryStore) decideAll(ctx context.Context, rs []request, out []Decisio
 		}
 		if !seen {
 			idx = len(ps)
-			sh, h := s.shardOf(k.alg, k.key)
 			prefetch.Line(sh.homeLine(h)) // as in allow: the keys' entries load together, under the locks
 			ps = append(ps, pending{sh: sh, h: h, k: k})
 			locked.add(int(h & s.mask))
@@ -570,9 +611,9 @@ func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error 
 	if err := s.err(); err != nil {
 		return err
 	}
-	sh, h := s.shardOf(alg, key)
+	k, sh, h := s.heldKey(alg, key)
 	sh.mu.Lock()
-	if i := sh.lookup(h, memKey{key: key, alg: alg}); i != none {
+	if i := sh.lookup(h, k); i != none {
 		sh.remove(i)
 	}
 	sh.mu.Unlock()
@@ -589,6 +630,7 @@ func (s *MemoryStore) Stats() MemoryStats {
 	for _, sh := range s.shards {
 		sh.mu.Lock()
 		st.Keys += sh.live
+		st.Bytes += sh.bytes
 		st.Evictions += sh.evictions
 		st.Expired += sh.expired
 		sh.mu.Unlock()

@@ -86,7 +86,7 @@ func TestMemoryEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func shardOf(s *MemoryStore, alg Algorithm, key string) *shard {
-	sh, _ := s.shardOf(alg, key)
+	_, sh, _ := s.heldKey(alg, key)
 	return sh
 }
 
@@ -137,7 +137,7 @@ func TestMemoryReset(t *testing.T) {
 }
 
 func TestMemoryOptionErrors(t *testing.T) {
-	for _, opt := range []StoreOption{WithMaxKeys(0), WithStoreClock(nil), nil, WithKeyPrefix("x:"), WithKeyPrefix("{x}"), WithRefusalCache(10)} {
+	for _, opt := range []StoreOption{WithMaxKeys(0), WithMaxBytes(MinMaxBytes - 1), WithStoreClock(nil), nil, WithKeyPrefix("x:"), WithKeyPrefix("{x}"), WithRefusalCache(10)} {
 		if s, err := NewMemoryStore(opt); !errors.Is(err, ErrInvalidOption) || s != nil {
 			t.Errorf("NewMemoryStore with a bad option: %v, %v, want nil, ErrInvalidOption", s, err)
 		}

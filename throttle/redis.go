@@ -109,7 +109,7 @@ var algTags = [...]string{
 // NewRedisStore returns a store that keeps state in Redis through client
 // (a *redis.Client, *redis.ClusterClient, *redis.Ring or a failover
 // client). Options: WithKeyPrefix, WithStoreClock and WithRefusalCache;
-// WithMaxKeys does not apply (Redis bounds memory with TTLs and its own
+// WithMaxKeys and WithMaxBytes do not apply (Redis bounds memory with TTLs and its own
 // maxmemory). A nil client, a nil option, a bad value or an option that
 // does not apply is an error wrapping ErrInvalidOption.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
@@ -122,6 +122,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	}
 	if cfg.setMaxKeys {
 		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
+	}
+	if cfg.setMaxBytes {
+		return nil, fmt.Errorf("%w: WithMaxBytes applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
 	}
 	s := &RedisStore{client: client, cfg: cfg, inline: redisscript.HonoursDeadlines(client), gate: redisscript.NewGate(client, cfg.callTimeout), start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
