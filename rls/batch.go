@@ -180,6 +180,13 @@ func (b *windowBatcher) send(batch []*windowReq) {
 		defer cancel()
 	}
 	var ops []windowOp
+	var calls []int // mode "1": each call's number of windows
+	if b.mode == "1" {
+		calls = make([]int, len(live))
+		for i, r := range live {
+			calls[i] = len(r.ops)
+		}
+	}
 	if len(live) == 1 {
 		ops = live[0].ops
 	} else {
@@ -188,7 +195,7 @@ func (b *windowBatcher) send(batch []*windowReq) {
 			ops = append(ops, r.ops...)
 		}
 	}
-	keyNames, args := scriptArgs(ops, b.mode)
+	keyNames, args := scriptArgs(ops, b.mode, calls...)
 	v, err := windowsScript.Run(ctx, b.client, keyNames, args...).Int64Slice()
 	if err == nil && len(v) != len(ops) {
 		err = fmt.Errorf("%w: the windows script answered %d counts for %d keys", ErrMisconfigured, len(v), len(ops))
