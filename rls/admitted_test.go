@@ -381,3 +381,37 @@ func TestMaxDescriptors(t *testing.T) {
 		t.Error("WithMaxDescriptors(0) accepted")
 	}
 }
+
+// In a Redis Cluster a call's windows live in several slots: counted
+// whole, each is counted if it fits and taken back if another does not,
+// and the broad/narrow calls admit 10 of 36 as on one server.
+func TestCountOnlyAdmittedCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer client.Close()
+	for _, narrowAlg := range []string{"", ", algorithm: gcra"} {
+		for _, c := range []struct {
+			opts []Option
+			want int
+		}{{nil, 4}, {[]Option{WithCountOnlyAdmitted()}, 10}} {
+			if err := client.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() }); err != nil {
+				t.Fatal(err)
+			}
+			store, err := NewRedisStore(client, WithStoreClock(newTestClock(T0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc, err := New(parseYAML(t, broadNarrow("", narrowAlg)), store, c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := broadNarrowCalls(t, svc); got != c.want {
+				t.Errorf("narrow%s, %d options: %d of 36 calls admitted, want %d", narrowAlg, len(c.opts), got, c.want)
+			}
+			broad, err := client.Get(context.Background(), "d_broad_all_"+strconv.Itoa(T0/60*60)).Int()
+			if err != nil || c.opts != nil && broad != 10 {
+				t.Errorf("narrow%s, %d options: the broad window holds %d (%v)", narrowAlg, len(c.opts), broad, err)
+			}
+		}
+	}
+}

@@ -191,7 +191,10 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, mode cou
 // so that a call of many windows never holds up the batch that the others
 // share.
 func (s *RedisStore) send(ctx context.Context, ops []windowOp, mode countMode, timeout time.Duration) error {
-	b := s.batch[mode]
+	var b *windowBatcher
+	if mode < countUndo {
+		b = s.batch[mode]
+	}
 	if b == nil || len(ops) > maxBatchKeys {
 		if timeout > 0 {
 			var cancel context.CancelFunc
@@ -301,10 +304,7 @@ func (s *RedisStore) runWholeSharded(ctx context.Context, ops []windowOp) error 
 }
 
 func (s *RedisStore) undo(ctx context.Context, ops []windowOp) error {
-	if err := s.enter(ctx, 0); err != nil {
-		return err
-	}
-	return s.runAlone(ctx, ops, countUndo)
+	return s.send(ctx, ops, countUndo, 0)
 }
 
 // scriptArgs is the windows script's keys and arguments for ops in mode;
