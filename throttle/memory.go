@@ -31,7 +31,11 @@ import (
 // shard), so a store never evicts while it holds fewer than
 // min(WithMaxKeys, 1024) keys; a larger one first evicts when its fullest
 // shard fills, at 0.90 full for 2^17 keys in 128 shards
-// (TestMemoryNoEvictionBelowShardSize), later with larger shards. A key
+// (TestMemoryNoEvictionBelowShardSize), later with larger shards. It
+// holds at most WithMaxBytes bytes of keys and states as well
+// (DefaultMaxBytes by default): a shard over its share evicts likewise,
+// and a key longer than 512 bytes is held by its SHA-256 digest, so that
+// no key costs more than a short one. A key
 // whose state has expired (it is back to its full allowance anyway) is
 // reclaimed by the inserts that follow, a couple of keys per insert: there
 // is no sweeper goroutine and no pass that holds a lock over a whole shard.
