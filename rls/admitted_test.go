@@ -238,13 +238,7 @@ func TestHugeHitsAddend(t *testing.T) {
 		}
 	})
 	t.Run("foreign counter", func(t *testing.T) {
-		srv := redistest.Start(t)
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		defer c.Close()
-		store, err := NewRedisStore(c, WithStoreClock(newTestClock(T0)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, c := redisStore(t, newTestClock(T0))
 		svc, err := New(parseYAML(t, mixedConfig), store)
 		if err != nil {
 			t.Fatal(err)
@@ -275,22 +269,7 @@ func TestHugeHitsStoresAgree(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, only := range []bool{false, true} {
 		t.Run(fmt.Sprint("onlyAdmitted=", only), func(t *testing.T) {
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-			defer client.Close()
-			client.FlushAll(context.Background())
-			clock := newTestClock(T0)
-			var opts []Option
-			if only {
-				opts = append(opts, WithCountOnlyAdmitted())
-			}
-			mem, _ := NewMemoryStore(WithStoreClock(clock))
-			red, err := NewRedisStore(client, WithStoreClock(clock))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := parseYAML(t, mixedConfig)
-			a, _ := New(cfg, mem, opts...)
-			b, _ := New(cfg, red, opts...)
+			a, b, clock := agreeing(t, srv, only)
 			keys := []string{"w", "m", "g", "l", "t", "k", "u"}
 			r := rand.New(rand.NewSource(29))
 			now := time.Unix(T0, 0)
@@ -308,18 +287,7 @@ func TestHugeHitsStoresAgree(t *testing.T) {
 					}
 					req.Descriptors = append(req.Descriptors, d)
 				}
-				ra, err := a.ShouldRateLimit(context.Background(), req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rb, err := b.ShouldRateLimit(context.Background(), req)
-				if err != nil {
-					t.Fatalf("call %d: redis: %v", i, err)
-				}
-				checkResponse(t, fmt.Sprintf("call %d", i), rb, ra)
-				if t.Failed() {
-					t.FailNow()
-				}
+				sameAnswer(t, fmt.Sprintf("call %d", i), a, b, req)
 			}
 			for _, k := range []string{"d.w", "d.g"} {
 				if ca, cb := a.RuleCounts(k), b.RuleCounts(k); ca != cb {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/smoothrate/ratelimit/internal/ctxtest"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -43,20 +44,6 @@ func manyDescriptors(key string, n int) *rlsv3.RateLimitRequest {
 	return request("d", 0, ds...)
 }
 
-// countdownCtx is a context that is done from its n-th look at Err on,
-// so that a test ends a call part way through deterministically.
-type countdownCtx struct {
-	context.Context
-	looks, at atomic.Int64
-}
-
-func (c *countdownCtx) Err() error {
-	if c.looks.Add(1) >= c.at.Load() {
-		return context.Canceled
-	}
-	return nil
-}
-
 // A call of many descriptors on the memory store stops at the first look
 // at its context after the context ends, whether its store work is
 // windows or additions (and, counted whole, writes nothing), and answers
@@ -75,14 +62,13 @@ func TestMemoryCallStopsWhenCancelled(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx := &countdownCtx{Context: context.Background()}
-				ctx.at.Store(at)
+				ctx := ctxtest.NewCountdown(at)
 				what := fmt.Sprintf("%s, only admitted %v, done at look %d", key, only, at)
 				_, err = svc.ShouldRateLimit(ctx, manyDescriptors(key, n))
 				if grpcstatus.Code(err) != codes.Unavailable || !errors.Is(err, context.Canceled) {
 					t.Fatalf("%s: %v, want UNAVAILABLE wrapping context.Canceled", what, err)
 				}
-				if looks := ctx.looks.Load(); looks != at {
+				if looks := ctx.Looks(); looks != at {
 					t.Errorf("%s: the context was looked at %d times: the call went on", what, looks)
 				}
 				st := store.Stats()
@@ -272,13 +258,7 @@ func TestMemoryStoreMaxBytes(t *testing.T) {
 // A descriptor longer than WithMaxDescriptorBytes is counted on Redis
 // under its digest, as in memory.
 func TestLongDescriptorKeyOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer c.Close()
-	store, err := NewRedisStore(c, WithStoreClock(newTestClock(T0)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, c := redisStore(t, newTestClock(T0))
 	svc, err := New(parseYAML(t, manyConfig), store, WithMaxDescriptorBytes(len("w_abc_")))
 	if err != nil {
 		t.Fatal(err)
@@ -323,6 +303,21 @@ func (h *scriptKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// hookedStore is a RedisStore on a server of its own, whose scripts hook
+// sees.
+func hookedStore(t *testing.T) (*RedisStore, *scriptKeys) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	hook := &scriptKeys{}
+	c.AddHook(hook)
+	store, err := NewRedisStore(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, hook
+}
+
 // Two callers sending calls of 10 000 descriptors each leave the ordinary
 // calls sharing the store answered within the store timeout: the large
 // calls go in scripts of at most maxBatchKeys keys of their own, never in
@@ -330,15 +325,7 @@ func (h *scriptKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // 10 000 keys that the batch, and every call queued behind it, waited
 // for).
 func TestLargeCallsHoldNoOne(t *testing.T) {
-	srv := redistest.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer c.Close()
-	hook := &scriptKeys{}
-	c.AddHook(hook)
-	store, err := NewRedisStore(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, hook := hookedStore(t)
 	svc, err := New(parseYAML(t, manyConfig), store, WithMaxDescriptors(10_000), WithStoreTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -430,15 +417,7 @@ func TestLargeCallAbandoned(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrUnavailable) || sent != maxBatchKeys {
 		t.Errorf("cancelled after the first script: %v, %d windows sent", err, sent)
 	}
-	srv := redistest.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer c.Close()
-	hook := &scriptKeys{}
-	c.AddHook(hook)
-	store, err := NewRedisStore(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, hook := hookedStore(t)
 	if err := store.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}

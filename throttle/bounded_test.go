@@ -8,11 +8,11 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/ctxtest"
 )
 
 // manyChecks is n checks of lim on n/2 distinct keys, each key twice (the
@@ -50,20 +50,6 @@ func TestAllowAllWorkLinear(t *testing.T) {
 	}
 }
 
-// countdownCtx is a context that is done from its n-th look at Err on,
-// so that a test ends a call part way through deterministically.
-type countdownCtx struct {
-	context.Context
-	looks, at atomic.Int64
-}
-
-func (c *countdownCtx) Err() error {
-	if c.looks.Add(1) >= c.at.Load() {
-		return context.Canceled
-	}
-	return nil
-}
-
 // TestAllowAllStopsWhenCancelled: a MemoryStore's AllowAll of many checks
 // stops at the first look at its context after the context ends, and
 // counts nothing; a context that has ended before the call stops it at
@@ -74,13 +60,12 @@ func TestAllowAllStopsWhenCancelled(t *testing.T) {
 	const n = 10 * checkEvery
 	checks := manyChecks(lim, n)
 	for _, at := range []int64{1, 2, 5} {
-		ctx := &countdownCtx{Context: context.Background()}
-		ctx.at.Store(at)
+		ctx := ctxtest.NewCountdown(at)
 		_, err := AllowAll(ctx, checks...)
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrStore) {
 			t.Fatalf("context done at look %d: err = %v, want context.Canceled and ErrStore", at, err)
 		}
-		if looks := ctx.looks.Load(); looks != at {
+		if looks := ctx.Looks(); looks != at {
 			t.Errorf("context done at look %d: looked %d times, want it to stop at once", at, looks)
 		}
 		if d := mustAllow(t, lim, "k0", 0); d.Remaining != 1_000_000 {
