@@ -248,6 +248,11 @@ func TestMemoryStoreMaxBytes(t *testing.T) {
 	if _, err := NewMemoryStore(WithMaxBytes(MinMaxBytes - 1)); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("WithMaxBytes below MinMaxBytes: %v", err)
 	}
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	if _, err := NewRedisStore(client, WithMaxBytes(MinMaxBytes)); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("WithMaxBytes on a RedisStore: %v", err)
+	}
 	for _, o := range []Option{WithMaxDescriptorBytes(-1), WithMaxDescriptorBytes(MaxDescriptorBytesLimit + 1), WithMetricSeriesLimit(0, 1), WithMetricSeriesLimit(1, 0)} {
 		if _, err := New(nil, nil, o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("a bad option: %v", err)

@@ -65,7 +65,9 @@ type RedisStore struct {
 const gateTimeout = time.Second
 
 // NewRedisStore returns a store over client. Options: WithKeyPrefix,
-// WithStoreClock, WithRefusalCache. It does not contact Redis: Check does.
+// WithStoreClock, WithRefusalCache (WithMaxKeys and WithMaxBytes are
+// errors: they bound a MemoryStore). It does not contact Redis: Check
+// does.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
 	cfg, err := buildStoreConfig(opts)
 	if err != nil {
@@ -76,6 +78,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	}
 	if cfg.maxKeys > 0 {
 		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore (Redis bounds its keys by TTL)", ErrInvalidOption)
+	}
+	if cfg.maxBytes > 0 {
+		return nil, fmt.Errorf("%w: WithMaxBytes applies to a MemoryStore (Redis bounds its memory with maxmemory)", ErrInvalidOption)
 	}
 	var topts []throttle.StoreOption
 	if cfg.clock != nil {
