@@ -181,9 +181,19 @@ func (s *MemoryStore) windows(ctx context.Context, ops []windowOp, mode countMod
 		op := &ops[i]
 		sh := s.shard(op.key)
 		sh.mu.Lock()
-		op.after = min(sh.count(op.key, op.end)+op.hits, maxCount)
-		if op.hits > 0 {
-			s.put(sh, op.key, op.end, op.after)
+		g := sh.gen(op.end)
+		var cur uint64
+		ok := false
+		if g != nil {
+			cur, ok = g.m[op.key]
+		}
+		op.after = min(cur+op.hits, maxCount)
+		switch {
+		case op.hits == 0:
+		case ok:
+			g.m[op.key] = op.after
+		default:
+			s.insert(sh, op.key, op.end, op.after)
 		}
 		sh.mu.Unlock()
 	}
@@ -300,18 +310,24 @@ func (sh *memShard) count(key string, end int64) uint64 {
 // put sets key's count (shard locked), making room first for a new
 // counter when the shard is full.
 func (s *MemoryStore) put(sh *memShard, key string, end int64, count uint64) {
-	g := sh.gen(end)
-	if g != nil {
+	if g := sh.gen(end); g != nil {
 		if _, ok := g.m[key]; ok {
 			g.m[key] = count
 			return
 		}
 	}
+	s.insert(sh, key, end, count)
+}
+
+// insert adds key, absent, with count (shard locked), making room first
+// when the shard is full.
+func (s *MemoryStore) insert(sh *memShard, key string, end int64, count uint64) {
 	cost := windowCost(key)
 	for sh.keys > 0 && (sh.keys >= s.perShard || sh.bytes+cost > s.perShardBytes) {
 		sh.evict()
 	}
-	if g == nil { // after evict, which never removes a map
+	g := sh.gen(end) // after evict, which never removes a map
+	if g == nil {
 		sh.gens = append(sh.gens, memGen{end: end, m: map[string]uint64{}})
 		g = &sh.gens[len(sh.gens)-1]
 		s.lowerNextEnd(end)
