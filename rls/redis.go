@@ -254,7 +254,7 @@ func (s *RedisStore) runChunks(ctx context.Context, ops []windowOp, mode countMo
 		arg = "2"
 	}
 	return chunks(ctx, ops, func(ops []windowOp) error {
-		if s.sharded {
+		if s.sharded && len(ops) > 1 {
 			return s.runPipelined(ctx, ops, arg)
 		}
 		return s.runOne(ctx, ops, arg)
