@@ -120,6 +120,9 @@ func (s *Service) ConfigLoadFailed() { s.metrics.configLoadError.Add(1) }
 // over_limit_with_local_cache; for the service: store_errors (the
 // reference's redis_error), service_errors, config_load_success,
 // config_load_error, global_shadow_mode, and domain_not_found per domain.
+// The series that requests name (detailed keys, limit overrides, unknown
+// domains) past WithMetricSeriesLimit are written as key="(other)" and
+// domain="(other)".
 func (s *Service) WriteMetrics(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	m := &s.metrics
