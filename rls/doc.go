@@ -100,15 +100,15 @@
 // more than 256 windows never joins them: it runs on its own, in scripts
 // of 256 keys one after the other (one script when counted whole), and
 // stops between two once its context ends, so that no call waits for a
-// large one. The
-// additions' algorithms use throttle's RedisStore: all of a call's
-// descriptors that use them are decided by one throttle.AllowAll, one
-// script, when they all fit (when one does not, nothing is counted, it is
-// answered, and the others are asked again: one round trip more per
-// refusal). In a Cluster each such descriptor is one script of its own,
-// its limits' keys sharing a hash tag. The additions' script runs at the
-// same time as the windows' one, so a call waits for about one round
-// trip.
+// large one. The additions' algorithms use throttle's RedisStore: all of
+// a call's descriptors that use them are decided by one throttle.AllowAll,
+// one script, when they all fit (when one does not, nothing is counted,
+// it is answered, and the others are asked again: one round trip more per
+// refusal), 256 checks at most to a script. In a Cluster each such
+// descriptor is one script of its own, its limits' keys sharing a hash
+// tag. The additions' script runs at the same time as the windows' one,
+// so a call waits for about one round trip (counted whole, for two: the
+// additions are decided after the windows).
 //
 // # Where it differs from the reference on purpose
 //
