@@ -18,9 +18,12 @@ import (
 // looks up and starts one script, and both sides make one read and one
 // write, for many calls instead of one each.
 //
-// The script handles each key on its own, in order, so a batch counts
-// exactly what the same calls, one after the other, would: a key of two
-// calls in one batch sees the first call's hits before the second's.
+// The script handles each key on its own (in mode "1", each call on its
+// own), in order, so a batch counts exactly what the same calls, one after
+// the other, would: a key of two calls in one batch sees the first call's
+// hits before the second's. A call of more than maxBatchKeys windows never
+// queues here (RedisStore.send runs it alone), so no call waits for a
+// large one.
 type windowBatcher struct {
 	client *redis.Client
 	mode   string // the script's ARGV[1]
@@ -47,7 +50,9 @@ var timers = sync.Pool{New: func() any {
 }}
 
 // maxBatchKeys bounds one script's keys: a longer queue goes in several
-// round trips, so that one script does not hold Redis for long.
+// round trips, and a larger call in scripts of its own (runAlone), so that
+// one script does not hold Redis, or the batch, for long. The additions'
+// AllowAll calls take as many checks at most (decideAdditions).
 const maxBatchKeys = 256
 
 // batchRunners is how many batches may be in flight at once (a call that
@@ -180,6 +185,13 @@ func (b *windowBatcher) send(batch []*windowReq) {
 		defer cancel()
 	}
 	var ops []windowOp
+	var calls []int // mode "1": each call's number of windows
+	if b.mode == "1" {
+		calls = make([]int, len(live))
+		for i, r := range live {
+			calls[i] = len(r.ops)
+		}
+	}
 	if len(live) == 1 {
 		ops = live[0].ops
 	} else {
@@ -188,7 +200,7 @@ func (b *windowBatcher) send(batch []*windowReq) {
 			ops = append(ops, r.ops...)
 		}
 	}
-	keyNames, args := scriptArgs(ops, b.mode)
+	keyNames, args := scriptArgs(ops, b.mode, calls...)
 	v, err := windowsScript.Run(ctx, b.client, keyNames, args...).Int64Slice()
 	if err == nil && len(v) != len(ops) {
 		err = fmt.Errorf("%w: the windows script answered %d counts for %d keys", ErrMisconfigured, len(v), len(ops))

@@ -81,7 +81,7 @@ func TestRedisBatchesConcurrentCalls(t *testing.T) {
 	call := func(i int) {
 		defer wg.Done()
 		ops := []windowOp{{key: "w", hits: 1, limit: 100, ttl: 60}, {key: "own" + string(rune('a'+i)), hits: 2, limit: 100, ttl: 60}}
-		if err := store.windows(ctx, ops, false); err != nil {
+		if err := store.windows(ctx, ops, countEvery); err != nil {
 			t.Error(err)
 			return
 		}
@@ -138,7 +138,7 @@ func TestRedisBatchIsolatesCalls(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	run := func(i int, ctx context.Context) {
 		defer wg.Done()
-		errs[i] = store.windows(ctx, ops[i], false)
+		errs[i] = store.windows(ctx, ops[i], countEvery)
 	}
 	wg.Add(1)
 	go run(0, ctx)
@@ -147,7 +147,7 @@ func TestRedisBatchIsolatesCalls(t *testing.T) {
 	go run(1, ctx)
 	go run(2, ctx)
 	gone := make(chan error)
-	go func() { gone <- store.windows(cctx, ops[3], false) }()
+	go func() { gone <- store.windows(cctx, ops[3], countEvery) }()
 	queued(store.batch[0], 3)
 	cancel()
 	errs[3] = <-gone // answered while the batch is still held
@@ -179,9 +179,11 @@ func TestRedisBatchTimeout(t *testing.T) {
 	store, g, admin := gatedStore(t)
 	ctx := context.Background()
 	first := make(chan error)
-	go func() { first <- store.windows(ctx, []windowOp{{key: "first", hits: 1, limit: 10, ttl: 60}}, false) }()
+	go func() {
+		first <- store.windows(ctx, []windowOp{{key: "first", hits: 1, limit: 10, ttl: 60}}, countEvery)
+	}()
 	<-g.held
-	err := store.windowsWithin(ctx, []windowOp{{key: "late", hits: 1, limit: 10, ttl: 60}}, false, 10*time.Millisecond)
+	err := store.windowsWithin(ctx, []windowOp{{key: "late", hits: 1, limit: 10, ttl: 60}}, countEvery, 10*time.Millisecond)
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("timed out call: %v, want ErrUnavailable and context.DeadlineExceeded", err)
 	}
@@ -190,7 +192,7 @@ func TestRedisBatchTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The next call runs once the queue is empty again.
-	if err := store.windowsWithin(ctx, []windowOp{{key: "next", hits: 1, limit: 10, ttl: 60}}, false, time.Minute); err != nil {
+	if err := store.windowsWithin(ctx, []windowOp{{key: "next", hits: 1, limit: 10, ttl: 60}}, countEvery, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := admin.Exists(ctx, "late").Result(); n != 0 {

@@ -70,10 +70,13 @@
 //     remaining). The reference's windows in the list count as usual;
 //     the list's other algorithms are decided together by
 //     throttle.AllowAll, all counted or none.
-//   - WithCountOnlyAdmitted: the reference's windows count only the hits
-//     they admit, atomically (on Redis, in the same script), where the
-//     reference's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT reads, then
-//     writes.
+//   - WithCountOnlyAdmitted: a call that is refused counts in none of its
+//     windows: all of a call's windows are counted or none, atomically
+//     (on Redis, in one script), where the reference's
+//     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT reads, then writes (and
+//     counts the windows that refuse). The additions' algorithms of such
+//     a call are decided after its windows, all or none, and the windows'
+//     hits taken back if they refuse.
 //   - WithIETFHeaders: RateLimit-Policy and RateLimit fields in
 //     response_headers_to_add, as httplimit writes them, beside the
 //     reference's RateLimit-Limit/Remaining/Reset (WithRateLimitHeaders).
@@ -81,6 +84,13 @@
 //     default) gives gRPC UNAVAILABLE at once, so that Envoy's
 //     failure_mode_deny decides, instead of a 10 s wait on a dead Redis.
 //   - MemoryStore: one instance needs no Redis.
+//   - WithMaxDescriptors, WithMaxDescriptorBytes, WithMetricSeriesLimit
+//     and the MemoryStore's WithMaxKeys and WithMaxBytes bound what one
+//     caller can cost: a call's work, the bytes a long descriptor value
+//     takes (it is counted under a digest of it), the metric series that
+//     requests name, the memory the counters take. Counts saturate at
+//     2^53 − 1, so no hits_addend, however large, leaves a counter that
+//     fails a later call.
 //   - WithRefusalCache on a RedisStore: over-limit windows are refused in
 //     this process until they end, without a round trip.
 //
@@ -91,15 +101,19 @@
 // node at once), setting a counter's TTL only when it creates it. On one
 // server, the calls that arrive while a round trip is in flight go
 // together in the next one, one script for all their windows, with no
-// delay added: a busy store makes fewer, larger round trips. The
-// additions' algorithms use throttle's RedisStore: all of a call's
-// descriptors that use them are decided by one throttle.AllowAll, one
-// script, when they all fit (when one does not, nothing is counted, it is
-// answered, and the others are asked again: one round trip more per
-// refusal). In a Cluster each such descriptor is one script of its own,
-// its limits' keys sharing a hash tag. The additions' script runs at the
-// same time as the windows' one, so a call waits for about one round
-// trip.
+// delay added: a busy store makes fewer, larger round trips. A call of
+// more than 256 windows never joins them: it runs on its own, in scripts
+// of 256 keys one after the other (one script when counted whole), and
+// stops between two once its context ends, so that no call waits for a
+// large one. The additions' algorithms use throttle's RedisStore: all of
+// a call's descriptors that use them are decided by one throttle.AllowAll,
+// one script, when they all fit (when one does not, nothing is counted,
+// it is answered, and the others are asked again: one round trip more per
+// refusal), 256 checks at most to a script. In a Cluster each such
+// descriptor is one script of its own, its limits' keys sharing a hash
+// tag. The additions' script runs at the same time as the windows' one,
+// so a call waits for about one round trip (counted whole, for two: the
+// additions are decided after the windows).
 //
 // # Where it differs from the reference on purpose
 //
@@ -111,6 +125,15 @@
 //   - LoadConfig skips files and directories whose names start with '.'
 //     (editors' swap files, a Kubernetes ConfigMap's ..data), which the
 //     reference reads unless RUNTIME_IGNOREDOTFILES is set.
-//   - The MemoryStore, which the reference lacks, is bounded (WithMaxKeys).
+//   - The MemoryStore, which the reference lacks, is bounded (WithMaxKeys,
+//     WithMaxBytes).
 //   - The counters' TTL is the time left in the window, not a whole unit.
+//   - A call of more than WithMaxDescriptors descriptors is refused with
+//     INVALID_ARGUMENT; the reference takes any number.
+//   - A descriptor longer than WithMaxDescriptorBytes is counted under a
+//     digest of it, not under its values.
+//   - A count saturates at 2^53 − 1; past 2^63 − 1 the reference's INCRBY
+//     fails, and with it every later call on that counter.
+//   - Metric series named by requests past WithMetricSeriesLimit are
+//     counted together, under "(other)".
 package rls

@@ -3,6 +3,7 @@ package rls
 import (
 	"bufio"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,9 +21,11 @@ type ruleStats struct {
 type metrics struct {
 	rules          sync.Map // string → *ruleStats
 	domainNotFound sync.Map // string → *atomic.Uint64
-	// notFoundDomains counts domainNotFound's keys (approximately: a
-	// race may let the bound be passed by the number of racing calls).
-	notFoundDomains atomic.Int64
+	// ruleSeries bounds the rules' series that requests name (detailed
+	// keys, limit overrides), domainSeries the unknown domains: the names
+	// come from clients, and a client sending random ones must not grow
+	// the metrics without end.
+	ruleSeries, domainSeries seriesLimit
 
 	storeErrors, serviceErrors         atomic.Uint64
 	storeMisconfigured                 atomic.Uint64
@@ -30,36 +33,48 @@ type metrics struct {
 	globalShadowMode                   atomic.Uint64
 }
 
-func (m *metrics) rule(key string) *ruleStats {
+// rule returns the counters of key; dynamic says that a request made the
+// key (a detailed_metric or value_to_metric value, a limit override), so
+// that it counts against ruleSeries.
+func (m *metrics) rule(key string, dynamic bool) *ruleStats {
 	if v, ok := m.rules.Load(key); ok {
 		return v.(*ruleStats)
 	}
-	v, _ := m.rules.LoadOrStore(key, new(ruleStats))
+	admitted := false
+	if dynamic {
+		if key, admitted = m.ruleSeries.label(key); !admitted {
+			if v, ok := m.rules.Load(key); ok {
+				return v.(*ruleStats)
+			}
+		}
+	}
+	v, loaded := m.rules.LoadOrStore(key, new(ruleStats))
+	if loaded && admitted {
+		m.ruleSeries.release(key)
+	}
 	return v.(*ruleStats)
 }
-
-// maxNotFoundDomains bounds the domains counted apart: the names come from
-// clients, and a client sending random ones must not grow the metrics
-// without end. Past the bound, unknown domains count as otherDomain.
-const maxNotFoundDomains = 1024
-
-// otherDomain labels the unknown domains past maxNotFoundDomains.
-const otherDomain = "(other)"
 
 func (m *metrics) notFound(domain string) {
 	v, ok := m.domainNotFound.Load(domain)
 	if !ok {
-		if m.notFoundDomains.Add(1) > maxNotFoundDomains {
-			m.notFoundDomains.Add(-1)
-			domain = otherDomain
-		}
-		var loaded bool
+		var admitted, loaded bool
+		domain, admitted = m.domainSeries.label(domain)
 		v, loaded = m.domainNotFound.LoadOrStore(domain, new(atomic.Uint64))
-		if loaded && domain != otherDomain {
-			m.notFoundDomains.Add(-1)
+		if loaded && admitted {
+			m.domainSeries.release(domain)
 		}
 	}
 	v.(*atomic.Uint64).Add(1)
+}
+
+// addSat adds n to c, saturating at the largest uint64: hits_addend is a
+// uint64, and a counter that wrapped would read as a reset. (Racing adds
+// may lose a little once a counter is saturated: it stays saturated.)
+func addSat(c *atomic.Uint64, n uint64) {
+	if v := c.Add(n); v < n {
+		c.Store(math.MaxUint64)
+	}
 }
 
 // RuleCounts are the counters of one rule, as the reference names them.
@@ -105,6 +120,9 @@ func (s *Service) ConfigLoadFailed() { s.metrics.configLoadError.Add(1) }
 // over_limit_with_local_cache; for the service: store_errors (the
 // reference's redis_error), service_errors, config_load_success,
 // config_load_error, global_shadow_mode, and domain_not_found per domain.
+// The series that requests name (detailed keys, limit overrides, unknown
+// domains) past WithMetricSeriesLimit are written as key="(other)" and
+// domain="(other)".
 func (s *Service) WriteMetrics(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	m := &s.metrics

@@ -29,31 +29,58 @@ const DefaultStoreTimeout = 50 * time.Millisecond
 // tests, whose round trips on a loaded machine may take longer (TestMain).
 var defaultStoreTimeout = DefaultStoreTimeout
 
+// DefaultMaxDescriptors is how many descriptors one call may carry
+// (WithMaxDescriptors). Envoy sends one descriptor per rate_limits entry
+// of the route that yields one, and routes have a handful (Envoy
+// Gateway writes one per rule of a policy, at most 64 of them): 1024 is
+// far above any configuration we know of, while it bounds a call's work
+// to 1024 counters (a few batches on Redis, a fraction of a millisecond
+// in memory) however a client fills its request.
+const DefaultMaxDescriptors = 1024
+
+// DefaultMaxDescriptorBytes is the longest entries' part of a store key
+// kept as is (WithMaxDescriptorBytes): Envoy Gateway's descriptors (route
+// names as key and value, a few nested entries) take a few hundred bytes.
+const DefaultMaxDescriptorBytes = 1024
+
+// MaxDescriptorBytesLimit is the most WithMaxDescriptorBytes takes: a key
+// must fit in a MemoryStore shard of the smallest WithMaxBytes.
+const MaxDescriptorBytesLimit = 8 << 10
+
 // DefaultNearLimitRatio is the reference's NEAR_LIMIT_RATIO.
 const DefaultNearLimitRatio = 0.8
 
 // serviceConfig holds every Service knob; buildConfig sets the defaults.
 type serviceConfig struct {
-	storeTimeout     time.Duration
-	headers          bool
-	limitHeader      string
-	remainingHeader  string
-	resetHeader      string
-	ietfHeaders      bool
-	onlyAdmitted     bool
-	nearLimitRatio   float32
-	globalShadowMode bool
-	errs             []error
+	storeTimeout       time.Duration
+	maxDescriptors     int
+	maxDescriptorBytes int
+	maxSeries          int
+	maxLabelBytes      int
+	mode               countMode // countWhole with onlyAdmitted
+	headers            bool
+	limitHeader        string
+	remainingHeader    string
+	resetHeader        string
+	ietfHeaders        bool
+	onlyAdmitted       bool
+	nearLimitRatio     float32
+	globalShadowMode   bool
+	errs               []error
 }
 
 func buildConfig(opts []Option) (serviceConfig, error) {
-	c := serviceConfig{storeTimeout: defaultStoreTimeout, nearLimitRatio: DefaultNearLimitRatio}
+	c := serviceConfig{storeTimeout: defaultStoreTimeout, nearLimitRatio: DefaultNearLimitRatio, maxDescriptors: DefaultMaxDescriptors, maxDescriptorBytes: DefaultMaxDescriptorBytes,
+		maxSeries: DefaultMaxMetricSeries, maxLabelBytes: DefaultMaxMetricLabelBytes}
 	for _, o := range opts {
 		if o == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
 			continue
 		}
 		o.apply(&c)
+	}
+	if c.onlyAdmitted {
+		c.mode = countWhole
 	}
 	return c, errors.Join(c.errs...)
 }
@@ -70,6 +97,68 @@ func WithStoreTimeout(d time.Duration) Option {
 			return
 		}
 		c.storeTimeout = d
+	})
+}
+
+// WithMaxDescriptors bounds the descriptors of one call (n ≥ 1; default
+// DefaultMaxDescriptors). A call with more is answered gRPC
+// INVALID_ARGUMENT at once, before any store work, and counted as a
+// service error: the work of a call is linear in its descriptors, and a
+// client must not be able to make one call cost what thousands do. An
+// addition: the reference takes any number.
+func WithMaxDescriptors(n int) Option {
+	return optionFunc(func(c *serviceConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("%w: max descriptors %d must be at least 1", ErrInvalidOption, n))
+			return
+		}
+		c.maxDescriptors = n
+	})
+}
+
+// WithMaxDescriptorBytes bounds the part of a store key that a
+// descriptor's entries make (their keys and values, "key_value_" each, as
+// the reference writes them) to n bytes (0 ≤ n ≤ MaxDescriptorBytesLimit;
+// default DefaultMaxDescriptorBytes). A descriptor whose part is longer is
+// counted under "sha256:" and the first 16 bytes of the part's SHA-256 in
+// hex instead, so that a value of 60 KiB (the longest header Envoy
+// passes) or of 1 MB costs a store what a short one does while its limit
+// still applies to it alone: two different descriptors share a counter
+// only if their parts' digests agree in 128 bits, which among 2^32
+// distinct long descriptors happens with a probability below 2^-64. (A
+// short descriptor whose own entries spell a hashed part shares that
+// counter: spelling it needs the long descriptor's digest, so a client
+// gains nothing it could not get by sending the long descriptor.) The
+// reference keeps every value in its keys, so such descriptors' Redis
+// keys differ from the reference's; 0 hashes every descriptor.
+func WithMaxDescriptorBytes(n int) Option {
+	return optionFunc(func(c *serviceConfig) {
+		if n < 0 || n > MaxDescriptorBytesLimit {
+			c.errs = append(c.errs, fmt.Errorf("%w: max descriptor bytes %d must be in [0, %d]", ErrInvalidOption, n, MaxDescriptorBytesLimit))
+			return
+		}
+		c.maxDescriptorBytes = n
+	})
+}
+
+// WithMetricSeriesLimit bounds the metric series that requests name, each
+// kind on its own: the rules' series keyed by a request's values
+// (detailed_metric, value_to_metric, a descriptor's own limit) and the
+// unknown domains (domain_not_found). Each kind keeps at most series
+// series apart, whose labels take at most bytes bytes together, none more
+// than a 256th of it or 64 bytes, whichever is more (defaults
+// DefaultMaxMetricSeries and DefaultMaxMetricLabelBytes: 4096 series, 1
+// MiB, labels of up to 4 KiB; both at least 1); past any bound, a new one
+// is counted in the kind's "(other)" series. The series of the
+// configuration's own rules are never folded. The reference keeps one
+// series per value, without bound.
+func WithMetricSeriesLimit(series, bytes int) Option {
+	return optionFunc(func(c *serviceConfig) {
+		if series < 1 || bytes < 1 {
+			c.errs = append(c.errs, fmt.Errorf("%w: metric series limit %d series, %d bytes: both must be at least 1", ErrInvalidOption, series, bytes))
+			return
+		}
+		c.maxSeries, c.maxLabelBytes = series, bytes
 	})
 }
 

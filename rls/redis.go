@@ -51,9 +51,9 @@ type RedisStore struct {
 	lim     *throttle.RedisStore
 	refused *windowCache // nil: no refusal cache
 	// batch sends concurrent calls' windows in one script, by mode
-	// (counting every hit, or only admitted ones); nil for a Cluster or
-	// a Ring, whose keys live on several servers.
-	batch [2]*windowBatcher
+	// (countEvery, countWhole); nil for a Cluster or a Ring, whose keys
+	// live on several servers.
+	batch [countUndo]*windowBatcher
 	// gate dials the server before a call while it is not known to be
 	// reachable, so that a client pointed nowhere fails at once instead
 	// of logging go-redis's dial errors (redisscript.Gate).
@@ -65,7 +65,9 @@ type RedisStore struct {
 const gateTimeout = time.Second
 
 // NewRedisStore returns a store over client. Options: WithKeyPrefix,
-// WithStoreClock, WithRefusalCache. It does not contact Redis: Check does.
+// WithStoreClock, WithRefusalCache (WithMaxKeys and WithMaxBytes are
+// errors: they bound a MemoryStore). It does not contact Redis: Check
+// does.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
 	cfg, err := buildStoreConfig(opts)
 	if err != nil {
@@ -76,6 +78,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	}
 	if cfg.maxKeys > 0 {
 		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore (Redis bounds its keys by TTL)", ErrInvalidOption)
+	}
+	if cfg.maxBytes > 0 {
+		return nil, fmt.Errorf("%w: WithMaxBytes applies to a MemoryStore (Redis bounds its memory with maxmemory)", ErrInvalidOption)
 	}
 	var topts []throttle.StoreOption
 	if cfg.clock != nil {
@@ -99,7 +104,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	case *redis.ClusterClient, *redis.Ring:
 		s.sharded = true
 	case *redis.Client:
-		s.batch = [2]*windowBatcher{{client: c, mode: "0"}, {client: c, mode: "1"}}
+		s.batch = [2]*windowBatcher{countEvery: {client: c, mode: "0"}, countWhole: {client: c, mode: "1"}}
 	}
 	if cfg.refusalCache > 0 {
 		s.refused = newWindowCache(cfg.refusalCache)
@@ -116,22 +121,17 @@ func (s *RedisStore) limits() throttle.Store { return s.lim }
 // ErrMisconfigured; no answer, ErrUnavailable.
 func (s *RedisStore) Check(ctx context.Context) error {
 	ops := []windowOp{{key: s.cfg.prefix + "rls:check", hits: 0, limit: 1, ttl: 1}}
-	return s.windows(ctx, ops, false)
+	return s.windows(ctx, ops, countEvery)
 }
 
-func (s *RedisStore) windows(ctx context.Context, ops []windowOp, onlyAdmitted bool) error {
-	return s.windowsWithin(ctx, ops, onlyAdmitted, 0)
+func (s *RedisStore) windows(ctx context.Context, ops []windowOp, mode countMode) error {
+	return s.windowsWithin(ctx, ops, mode, 0)
 }
 
 // windowsWithin is windows bounded by timeout as well as by ctx (0: by ctx
-// only). A batching store bounds the wait with a pooled timer instead of a
-// context of its own per call; another store, with a context.
-func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmitted bool, timeout time.Duration) error {
-	if timeout > 0 && s.batch[0] == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+// only). A call that goes in a batch bounds its wait with a pooled timer
+// instead of a context of its own; another, with a context.
+func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, mode countMode, timeout time.Duration) error {
 	now := s.clock().Unix()
 	// The refusal cache: a window already over its limit stays over until
 	// it ends, whatever is added (its counter only grows).
@@ -142,7 +142,7 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmi
 		pending = make([]windowOp, 0, len(ops))
 		for i := range ops {
 			if c, ok := s.refused.get(ops[i].key, now); ok && c > ops[i].limit {
-				ops[i].after, ops[i].cached = sat(c, ops[i].hits), true
+				ops[i].after, ops[i].cached = min(sat(c, ops[i].hits), maxCount), true
 				continue
 			}
 			idx = append(idx, i)
@@ -151,24 +151,26 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmi
 		if len(pending) == 0 {
 			return nil
 		}
+		if mode == countWhole && len(pending) < len(ops) {
+			// The call is refused: nothing of it is counted, and its
+			// other windows are only read.
+			for i := range pending {
+				pending[i].hits = 0
+			}
+			if err := s.send(ctx, pending, countEvery, timeout); err != nil {
+				return err
+			}
+			for j, i := range idx {
+				op := &ops[i]
+				op.after = pending[j].after
+				if a := min(op.after+op.hits, maxCount); a > op.limit {
+					op.after = a
+				}
+			}
+			return nil
+		}
 	}
-	mode, m := "0", 0
-	if onlyAdmitted {
-		mode, m = "1", 1
-	}
-	if err := s.enter(ctx, timeout); err != nil {
-		return err
-	}
-	var err error
-	if b := s.batch[m]; b != nil {
-		err = b.windows(ctx, pending, timeout)
-	} else if s.sharded && len(pending) > 1 {
-		err = s.runPipelined(ctx, pending, mode)
-	} else {
-		err = s.runOne(ctx, pending, mode)
-	}
-	if err != nil {
-		s.gate.Leave(err)
+	if err := s.send(ctx, pending, mode, timeout); err != nil {
 		return err
 	}
 	if s.refused != nil {
@@ -176,8 +178,8 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmi
 			op := pending[j]
 			ops[i].after = op.after
 			stored := op.after // what the counter holds now
-			if onlyAdmitted && op.after > op.limit {
-				stored = op.after - op.hits
+			if mode == countWhole && op.after > op.limit {
+				stored = op.after - min(op.after, op.hits)
 			}
 			// Cached only when strictly over: every later call in the
 			// window, whatever its hits, is then over too.
@@ -189,19 +191,145 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, onlyAdmi
 	return nil
 }
 
-func scriptArgs(ops []windowOp, mode string) (keys []string, args []any) {
+// send runs ops past the gate: in the next batch when the store batches
+// and the call fits in one (maxBatchKeys); otherwise on its own (runAlone),
+// so that a call of many windows never holds up the batch that the others
+// share.
+func (s *RedisStore) send(ctx context.Context, ops []windowOp, mode countMode, timeout time.Duration) error {
+	var b *windowBatcher
+	if mode < countUndo {
+		b = s.batch[mode]
+	}
+	if b == nil || len(ops) > maxBatchKeys {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		timeout = 0
+	}
+	if err := s.enter(ctx, timeout); err != nil {
+		return err
+	}
+	var err error
+	if b != nil && len(ops) <= maxBatchKeys {
+		err = b.windows(ctx, ops, timeout)
+	} else {
+		err = s.runAlone(ctx, ops, mode)
+	}
+	if err != nil {
+		s.gate.Leave(err)
+	}
+	return err
+}
+
+// runAlone runs a call's windows on a connection of its own, returning
+// when they are counted or ctx ends (the client may read past a deadline:
+// the work then goes on apart, and its results are never read). A call
+// that counts every hit goes in scripts of at most maxBatchKeys windows,
+// one after the other, so that Redis serves other clients between them,
+// and stops before the next one once ctx has ended: what an abandoned
+// call has not sent is never sent. A call counted whole is one script: its
+// windows are counted together or not at all.
+func (s *RedisStore) runAlone(ctx context.Context, ops []windowOp, mode countMode) error {
+	done := make(chan error, 1)
+	go func() { done <- s.runChunks(ctx, ops, mode) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return cancelled(ctx.Err())
+	}
+}
+
+func (s *RedisStore) runChunks(ctx context.Context, ops []windowOp, mode countMode) error {
+	switch {
+	case mode == countWhole && s.sharded:
+		return s.runWholeSharded(ctx, ops)
+	case mode == countWhole:
+		return s.runOne(ctx, ops, "1", len(ops))
+	}
+	arg := "0"
+	if mode == countUndo {
+		arg = "2"
+	}
+	return chunks(ctx, ops, func(ops []windowOp) error {
+		if s.sharded && len(ops) > 1 {
+			return s.runPipelined(ctx, ops, arg)
+		}
+		return s.runOne(ctx, ops, arg)
+	})
+}
+
+// chunks runs f on ops maxBatchKeys at a time, while ctx lasts.
+func chunks(ctx context.Context, ops []windowOp, f func([]windowOp) error) error {
+	for len(ops) > 0 {
+		if err := ctx.Err(); err != nil {
+			return cancelled(err)
+		}
+		n := min(len(ops), maxBatchKeys)
+		if err := f(ops[:n]); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// runWholeSharded counts a call whole in a Cluster or a Ring, whose keys
+// no one script sees: each window is counted on its own if it fits, in one
+// pipeline, and if any does not, the others' hits are taken back (undo)
+// in a second one. Between the two, other calls see hits that are then
+// taken back: they may be refused for them, never admitted past a limit.
+func (s *RedisStore) runWholeSharded(ctx context.Context, ops []windowOp) error {
+	if err := s.runPipelined(ctx, ops, "1"); err != nil {
+		return err
+	}
+	if !anyOver(ops) {
+		return nil
+	}
+	var counted []windowOp
+	var at []int
+	for i := range ops {
+		if ops[i].hits > 0 && ops[i].after <= ops[i].limit {
+			counted = append(counted, ops[i])
+			at = append(at, i)
+		}
+	}
+	if len(counted) == 0 {
+		return nil
+	}
+	if err := s.runPipelined(ctx, counted, "2"); err != nil {
+		return err
+	}
+	for j, i := range at {
+		ops[i].after = counted[j].after
+	}
+	return nil
+}
+
+func (s *RedisStore) undo(ctx context.Context, ops []windowOp) error {
+	return s.send(ctx, ops, countUndo, 0)
+}
+
+// scriptArgs is the windows script's keys and arguments for ops in mode;
+// with mode "1", calls are the calls' numbers of ops, in order.
+func scriptArgs(ops []windowOp, mode string, calls ...int) (keys []string, args []any) {
 	keys = make([]string, len(ops))
-	args = make([]any, 1, 1+3*len(ops))
+	args = make([]any, 1, 1+3*len(ops)+len(calls))
 	args[0] = mode
 	for i, op := range ops {
 		keys[i] = op.key
 		args = append(args, op.hits, op.limit, op.ttl)
 	}
+	for _, n := range calls {
+		args = append(args, n)
+	}
 	return keys, args
 }
 
-func (s *RedisStore) runOne(ctx context.Context, ops []windowOp, mode string) error {
-	keys, args := scriptArgs(ops, mode)
+func (s *RedisStore) runOne(ctx context.Context, ops []windowOp, mode string, calls ...int) error {
+	keys, args := scriptArgs(ops, mode, calls...)
 	v, err := windowsScript.Run(ctx, s.client, keys, args...).Int64Slice()
 	if err != nil {
 		return classify(err)
@@ -209,14 +337,20 @@ func (s *RedisStore) runOne(ctx context.Context, ops []windowOp, mode string) er
 	return fill(ops, v)
 }
 
+// runPipelined runs ops in a Cluster or a Ring, one script per key (in
+// mode "1", each its own call).
 func (s *RedisStore) runPipelined(ctx context.Context, ops []windowOp, mode string) error {
+	var calls []int
+	if mode == "1" {
+		calls = []int{1}
+	}
 	// One EVALSHA per key, all in one pipeline; then EVAL, in a second
 	// one, for the keys whose node did not have the script (and only
 	// those: the others have counted already).
 	cmds := make([]*redis.Cmd, len(ops))
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range ops {
-			keys, args := scriptArgs(ops[i:i+1], mode)
+			keys, args := scriptArgs(ops[i:i+1], mode, calls...)
 			cmds[i] = p.EvalSha(ctx, windowsScript.Hash(), keys, args...)
 		}
 		return nil
@@ -230,7 +364,7 @@ func (s *RedisStore) runPipelined(ctx context.Context, ops []windowOp, mode stri
 	if len(again) > 0 {
 		_, err = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range again {
-				keys, args := scriptArgs(ops[i:i+1], mode)
+				keys, args := scriptArgs(ops[i:i+1], mode, calls...)
 				cmds[i] = p.Eval(ctx, windowsScript.Source(), keys, args...)
 			}
 			return nil

@@ -3,8 +3,11 @@ package rls
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -67,6 +70,8 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 	}
 	_, isMem := store.(*MemoryStore)
 	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
+	s.metrics.ruleSeries.maxSeries, s.metrics.ruleSeries.maxBytes = int64(sc.maxSeries), int64(sc.maxLabelBytes)
+	s.metrics.domainSeries.maxSeries, s.metrics.domainSeries.maxBytes = int64(sc.maxSeries), int64(sc.maxLabelBytes)
 	if r, ok := store.(*RedisStore); ok {
 		s.batch = !r.sharded
 		if r.batch[0] != nil {
@@ -175,6 +180,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.metrics.serviceErrors.Add(1)
 		return nil, grpcstatus.Error(codes.Unknown, "rate limit descriptor list must not be empty")
 	}
+	if n := len(req.Descriptors); n > s.cfg.maxDescriptors {
+		// Refused before any work: a call's work is linear in its
+		// descriptors, and this bounds it.
+		s.metrics.serviceErrors.Add(1)
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "%d descriptors in one call, more than the %d allowed", n, s.cfg.maxDescriptors)
+	}
 	st := s.state.Load()
 	if st == nil {
 		s.metrics.serviceErrors.Add(1)
@@ -249,15 +260,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		var buf [128]byte // the key's common start, on the stack when it fits
 		base := s.appendBaseKey(buf[:0], req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
-		c.stats = s.metrics.rule(c.m.statsKey)
-		c.stats.totalHits.Add(c.hits)
+		c.stats = s.metrics.rule(c.m.statsKey, c.m.override || c.m.statsKey != c.m.rule.FullKey)
+		addSat(&c.stats.totalHits, c.hits)
 		c.results, results = results[:len(c.limits):len(c.limits)], results[len(c.limits):]
 		for k, l := range c.limits {
 			c.results[k] = result{limit: l, max: uint64(l.RequestsPerUnit)}
 			if l.referenceWindow() {
 				div := l.seconds()
 				start := now / div * div
-				ops = append(ops, windowOp{key: windowKey(base, l.index, start), hits: c.hits, limit: uint64(l.RequestsPerUnit), ttl: start + div - now})
+				ops = append(ops, windowOp{key: windowKey(base, l.index, start), hits: min(c.hits, maxCount), limit: uint64(l.RequestsPerUnit), ttl: start + div - now, end: start + div})
 			} else if c.base == nil {
 				c.base = bytes.Clone(base)
 				additions = true
@@ -286,6 +297,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			r := &c.results[k]
 			r.after = op.after
 			r.before = op.after - min(op.after, c.hits)
+			if op.after >= maxCount {
+				// Saturated: what the window held is past any limit,
+				// and the metrics count every hit over it.
+				r.before, r.after = maxCount, sat(maxCount, c.hits)
+			}
 			r.cached = op.cached
 			r.over = op.after > r.max
 			div := l.seconds()
@@ -302,26 +318,55 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // prefix, domain, then "key_value_" per entry (a share_threshold entry's
 // value replaced by its wildcard, so that all its values share one
 // counter). It leaves room for a window's start, which windowKey appends.
+// When the entries' part is longer than WithMaxDescriptorBytes, it is
+// replaced by hashedPart: "sha256:" and the hex of the first 16 bytes of
+// its SHA-256, and "_".
 func (s *Service) appendBaseKey(b []byte, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) []byte {
-	n := len(s.storePrefix()) + len(domain) + 1
-	for _, e := range entries {
-		n += len(e.GetKey()) + len(e.GetValue()) + 2
+	n := 0
+	for i, e := range entries {
+		n += len(e.GetKey()) + len(entryValue(e, i, shared)) + 2
 	}
-	b = slices.Grow(b, n+24)
+	long := n > s.cfg.maxDescriptorBytes
+	if long {
+		n = hashedPart
+	}
+	b = slices.Grow(b, len(s.storePrefix())+len(domain)+1+n+24)
 	b = append(b, s.storePrefix()...)
 	b = append(b, domain...)
 	b = append(b, '_')
+	if long {
+		h := sha256.New()
+		for i, e := range entries {
+			io.WriteString(h, e.GetKey())
+			h.Write([]byte{'_'})
+			io.WriteString(h, entryValue(e, i, shared))
+			h.Write([]byte{'_'})
+		}
+		var sum [sha256.Size]byte
+		b = append(b, "sha256:"...)
+		b = hex.AppendEncode(b, h.Sum(sum[:0])[:16])
+		return append(b, '_')
+	}
 	for i, e := range entries {
 		b = append(b, e.GetKey()...)
 		b = append(b, '_')
-		if i < len(shared) && shared[i] != "" {
-			b = append(b, shared[i]...)
-		} else {
-			b = append(b, e.GetValue()...)
-		}
+		b = append(b, entryValue(e, i, shared)...)
 		b = append(b, '_')
 	}
 	return b
+}
+
+// hashedPart is the length of a hashed entries' part: "sha256:", 32 hex
+// digits, "_".
+const hashedPart = len("sha256:") + 32 + 1
+
+// entryValue is what entry i writes in the store key after its key: its
+// value, or its share_threshold wildcard.
+func entryValue(e *ratelimitv3.RateLimitDescriptor_Entry, i int, shared []string) string {
+	if i < len(shared) && shared[i] != "" {
+		return shared[i]
+	}
+	return e.GetValue()
 }
 
 func (s *Service) storePrefix() string {
@@ -349,60 +394,81 @@ func windowKey(base []byte, index int, start int64) string {
 
 // windowsOnly runs the store work of a call without additions: its
 // windows, if any, bounded by the store timeout when the store has round
-// trips.
+// trips or the call is large.
 func (s *Service) windowsOnly(ctx context.Context, ops []windowOp) error {
 	switch {
 	case len(ops) == 0:
 		return nil
 	case !s.redis:
-		return s.store.windows(ctx, ops, s.cfg.onlyAdmitted)
+		ctx, cancel := s.boundLarge(ctx, len(ops))
+		defer cancel()
+		return s.store.windows(ctx, ops, s.cfg.mode)
 	case s.boundedWindows != nil:
-		return s.boundedWindows.windowsWithin(ctx, ops, s.cfg.onlyAdmitted, s.cfg.storeTimeout)
+		return s.boundedWindows.windowsWithin(ctx, ops, s.cfg.mode, s.cfg.storeTimeout)
 	}
 	return s.decide(ctx, nil, nil, ops)
 }
 
+// boundLarge bounds a memory store's work on a call of n windows and
+// checks by the store timeout: a small call's work is bounded anyway, and
+// needs no timer.
+func (s *Service) boundLarge(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	if s.cfg.storeTimeout > 0 && n > ctxEvery {
+		return context.WithTimeout(ctx, s.cfg.storeTimeout)
+	}
+	return ctx, func() {}
+}
+
+// maxParallel bounds the jobs a call on a Cluster or a Ring runs at once:
+// its descriptors' additions, each a script of its own, go in as many
+// jobs at most.
+const maxParallel = 16
+
 // decide runs the store work: every reference window in one windows call,
 // and the additions' limits through throttle.AllowAll, a descriptor's
-// limits all counted or none (see decideAdditions). With a store that has
-// round trips the two run at once, bounded by the store timeout.
+// limits all counted or none (see decideAdditions), or, counting only
+// admitted calls, the whole call (decideWhole). With a store that has
+// round trips the windows and the additions run at once, bounded by the
+// store timeout.
 func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []windowOp) error {
+	work, err := additionsWork(st, calls)
+	if err != nil {
+		return err
+	}
 	var jobs []func(context.Context) error
-	if len(ops) > 0 {
-		jobs = append(jobs, func(ctx context.Context) error { return s.store.windows(ctx, ops, s.cfg.onlyAdmitted) })
-	}
-	var work []addWork
-	for i := range calls {
-		c := &calls[i]
-		w := addWork{c: c}
-		for k, l := range c.limits {
-			if l.referenceWindow() {
-				continue
-			}
-			lim := st.limiters[l]
-			if lim == nil {
-				return fmt.Errorf("%w: no limiter for %s (a bug)", ErrStore, c.m.statsKey)
-			}
-			w.idx = append(w.idx, k)
-			w.checks = append(w.checks, throttle.Check{Limiter: lim, Key: additionKey(c.base, l), N: int(min(c.hits, uint64(math.MaxInt32)))})
-		}
-		if len(w.idx) > 0 {
-			work = append(work, w)
-		}
-	}
 	switch {
-	case len(work) == 0:
-	case s.batch:
-		jobs = append(jobs, func(ctx context.Context) error { return decideAdditions(ctx, work) })
+	case s.cfg.mode == countWhole:
+		jobs = append(jobs, func(ctx context.Context) error { return s.decideWhole(ctx, ops, work) })
 	default:
-		for _, w := range work {
-			jobs = append(jobs, func(ctx context.Context) error { return decideAdditions(ctx, []addWork{w}) })
+		if len(ops) > 0 {
+			jobs = append(jobs, func(ctx context.Context) error { return s.store.windows(ctx, ops, countEvery) })
+		}
+		switch {
+		case len(work) == 0:
+		case s.batch:
+			jobs = append(jobs, func(ctx context.Context) error { return decideAdditions(ctx, work) })
+		default:
+			// One script per descriptor (their keys may live on
+			// several nodes), in at most maxParallel jobs.
+			per := (len(work) + maxParallel - 1) / maxParallel
+			for part := range slices.Chunk(work, per) {
+				jobs = append(jobs, func(ctx context.Context) error {
+					for i := range part {
+						if err := decideAdditions(ctx, part[i:i+1]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
 		}
 	}
 	if len(jobs) == 0 {
 		return nil
 	}
 	if !s.redis {
+		ctx, cancel := s.boundLarge(ctx, len(ops)+len(work))
+		defer cancel()
 		for _, j := range jobs {
 			if err := j(ctx); err != nil {
 				return err
@@ -446,6 +512,80 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 	}
 }
 
+// additionsWork is the additions' checks of every descriptor that has
+// some.
+func additionsWork(st *compiled, calls []call) ([]addWork, error) {
+	var work []addWork
+	for i := range calls {
+		c := &calls[i]
+		w := addWork{c: c}
+		for k, l := range c.limits {
+			if l.referenceWindow() {
+				continue
+			}
+			lim := st.limiters[l]
+			if lim == nil {
+				return nil, fmt.Errorf("%w: no limiter for %s (a bug)", ErrStore, c.m.statsKey)
+			}
+			w.idx = append(w.idx, k)
+			w.checks = append(w.checks, throttle.Check{Limiter: lim, Key: additionKey(c.base, l), N: int(min(c.hits, uint64(math.MaxInt32)))})
+		}
+		if len(w.idx) > 0 {
+			work = append(work, w)
+		}
+	}
+	return work, nil
+}
+
+// decideWhole decides a call counted whole (WithCountOnlyAdmitted): its
+// windows first, all counted or none (one script on Redis, one critical
+// section in memory); then, if they were, its additions by one AllowAll,
+// all counted or none, and if that refuses, the windows' hits are taken
+// back (Store.undo). If the windows refuse, the additions are only asked
+// (throttle.CheckAll), so that each descriptor still says whether it
+// would pass.
+func (s *Service) decideWhole(ctx context.Context, ops []windowOp, work []addWork) error {
+	if len(ops) > 0 {
+		if err := s.store.windows(ctx, ops, countWhole); err != nil {
+			return err
+		}
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	refused := anyOver(ops)
+	var checks []throttle.Check
+	for _, w := range work {
+		checks = append(checks, w.checks...)
+	}
+	var ds throttle.Decisions
+	var err error
+	switch {
+	case refused:
+		ds, err = throttle.CheckAll(ctx, checks...)
+	case len(checks) == 1:
+		// AllowN, not AllowAll: a RedisStore's refusal cache answers
+		// single decisions only.
+		var d throttle.Decision
+		d, err = checks[0].Limiter.AllowN(ctx, checks[0].Key, checks[0].N)
+		ds = throttle.Decisions{d}
+	default:
+		ds, err = throttle.AllowAll(ctx, checks...)
+	}
+	if err == nil && !refused && !ds.Allowed() && len(ops) > 0 {
+		err = s.store.undo(ctx, ops)
+	}
+	if err != nil {
+		return additionsError(err)
+	}
+	off := 0
+	for _, w := range work {
+		fillAdditions(w, ds[off:off+len(w.checks)])
+		off += len(w.checks)
+	}
+	return nil
+}
+
 // addWork is one descriptor's additions: its limits idx and their checks.
 type addWork struct {
 	c      *call
@@ -462,11 +602,35 @@ func additionKey(base []byte, l *limitSpec) string {
 
 // decideAdditions decides several descriptors' additions, each descriptor
 // on its own (as the reference decides descriptors) and all its limits
-// counted or none, in as few AllowAll calls as it can: one when every
-// descriptor fits, the common case (one round trip on Redis). When some do
-// not, AllowAll has counted nothing and said which: those are answered
+// counted or none, in as few AllowAll calls as it can: one per
+// maxBatchKeys checks (one round trip on Redis), so that a call of many
+// descriptors neither holds Redis nor a memory store's shards for long,
+// and stops between two once ctx has ended. When some descriptors do not
+// fit, AllowAll has counted nothing and said which: those are answered
 // (refused), and the others are asked again, together.
 func decideAdditions(ctx context.Context, work []addWork) error {
+	for len(work) > 0 {
+		n, checks := 0, 0
+		for n < len(work) && (n == 0 || checks+len(work[n].checks) <= maxBatchKeys) {
+			checks += len(work[n].checks)
+			n++
+		}
+		if err := decideAdditionsTogether(ctx, work[:n]); err != nil {
+			return err
+		}
+		work = work[n:]
+		if len(work) > 0 {
+			if err := ctx.Err(); err != nil {
+				return cancelled(err)
+			}
+		}
+	}
+	return nil
+}
+
+// decideAdditionsTogether is decideAdditions for descriptors whose checks
+// go in one AllowAll.
+func decideAdditionsTogether(ctx context.Context, work []addWork) error {
 	var buf [8]throttle.Check
 	var buf2 [1]throttle.Decision
 	for len(work) > 0 {
@@ -486,13 +650,7 @@ func decideAdditions(ctx context.Context, work []addWork) error {
 			ds, err = throttle.AllowAll(ctx, checks...)
 		}
 		if err != nil {
-			if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
-				return err
-			}
-			if errors.Is(err, throttle.ErrWrongType) {
-				return fmt.Errorf("%w: %w", ErrMisconfigured, err)
-			}
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return additionsError(err)
 		}
 		if ds.Allowed() {
 			off := 0
@@ -519,6 +677,19 @@ func decideAdditions(ctx context.Context, work []addWork) error {
 		work = next
 	}
 	return nil
+}
+
+// additionsError is the error of a failed throttle call, as the windows'
+// errors are: ErrMisconfigured for a key of another type, ErrUnavailable
+// for any other failure that is not already one or the other.
+func additionsError(err error) error {
+	if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if errors.Is(err, throttle.ErrWrongType) {
+		return fmt.Errorf("%w: %w", ErrMisconfigured, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
 // storeFailed counts a store failure and gives its answer: UNAVAILABLE
@@ -669,30 +840,30 @@ func (s *Service) count(st *ruleStats, r *result, hits uint64, shadow bool) {
 	nearT := uint64(math.Floor(float64(float32(overT) * s.cfg.nearLimitRatio)))
 	switch {
 	case r.cached:
-		st.overLimit.Add(hits)
-		st.overLimitLocalCache.Add(hits)
+		addSat(&st.overLimit, hits)
+		addSat(&st.overLimitLocalCache, hits)
 	case r.over:
 		if r.before >= overT {
-			st.overLimit.Add(hits)
+			addSat(&st.overLimit, hits)
 		} else {
-			st.overLimit.Add(r.after - overT)
-			st.nearLimit.Add(overT - max(nearT, r.before))
+			addSat(&st.overLimit, r.after-overT)
+			addSat(&st.nearLimit, overT-max(nearT, r.before))
 		}
 	default:
 		if r.after > nearT {
 			if r.before >= nearT {
-				st.nearLimit.Add(hits)
+				addSat(&st.nearLimit, hits)
 			} else {
-				st.nearLimit.Add(r.after - nearT)
+				addSat(&st.nearLimit, r.after-nearT)
 			}
 		}
-		st.withinLimit.Add(hits)
+		addSat(&st.withinLimit, hits)
 	}
 	if r.over && shadow {
 		if r.cached || r.before >= overT {
-			st.shadowMode.Add(hits)
+			addSat(&st.shadowMode, hits)
 		} else {
-			st.shadowMode.Add(r.after - overT)
+			addSat(&st.shadowMode, r.after-overT)
 		}
 	}
 }

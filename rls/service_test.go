@@ -307,10 +307,7 @@ func TestMemoryStoreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := 0
-	for i := range store.shards {
-		n += len(store.shards[i].m)
-	}
+	n := store.Stats().Windows
 	if n > 640 || n < 320 {
 		t.Errorf("%d counters for a bound of 640", n)
 	}
@@ -322,13 +319,13 @@ func TestDomainNotFoundBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < maxNotFoundDomains+100; i++ {
+	for i := 0; i < DefaultMaxMetricSeries+100; i++ {
 		svc.ShouldRateLimit(context.Background(), request("nowhere"+itoa(int64(i)), 0, desc("k", "v")))
 	}
 	n := 0
 	svc.metrics.domainNotFound.Range(func(_, _ any) bool { n++; return true })
-	if n != maxNotFoundDomains+1 {
-		t.Errorf("%d domains counted apart, want %d and %q", n, maxNotFoundDomains, otherDomain)
+	if n != DefaultMaxMetricSeries+1 {
+		t.Errorf("%d domains counted apart, want %d and %q", n, DefaultMaxMetricSeries, otherSeries)
 	}
 	var b bytes.Buffer
 	svc.WriteMetrics(&b)

@@ -41,24 +41,65 @@ var (
 //
 // The interface is sealed: its methods are unexported.
 type Store interface {
-	// windows adds each op's hits to its window counter (or, with
-	// onlyAdmitted, only when the sum stays within its limit) and sets
-	// op.after, all in one step (one round trip on Redis).
-	windows(ctx context.Context, ops []windowOp, onlyAdmitted bool) error
+	// windows adds each op's hits to its window counter as mode says and
+	// sets op.after, all in one step (one round trip on Redis, or a few
+	// for a call of more than maxBatchKeys windows counted with
+	// countEvery). It returns when ctx ends, counting none of what it has
+	// not counted yet.
+	windows(ctx context.Context, ops []windowOp, mode countMode) error
+	// undo takes back the hits of ops that windows counted with
+	// countWhole (never below 0), for a call that the additions then
+	// refused, and sets op.after to what each counter holds.
+	undo(ctx context.Context, ops []windowOp) error
 	// limits is the throttle store the additions' limiters use.
 	limits() throttle.Store
 	// now reads the store's clock, in whole seconds since the epoch.
 	now() time.Time
 }
 
+// countMode is how the windows count a call's hits.
+type countMode uint8
+
+const (
+	// countEvery adds every hit to its window, refused ones too (the
+	// reference's counting): each window on its own.
+	countEvery countMode = iota
+	// countWhole adds a call's hits to all of its windows when every one
+	// of them stays within its limit, and to none otherwise
+	// (WithCountOnlyAdmitted). A refused call's op.after is the count
+	// after its hits for a window that goes over, and the count the window
+	// holds for the others.
+	countWhole
+	// countUndo takes back what countWhole counted (Store.undo).
+	countUndo
+)
+
+// maxCount is where a window's count saturates: hits_addend is a uint64,
+// and a count of at most 2^53 − 1 stays exact in the Redis script's
+// doubles and never overflows Redis's INCRBY, so a huge hits_addend
+// leaves a counter that is over any limit (requests_per_unit is a uint32)
+// and that every later call still reads. Both stores saturate here.
+const maxCount = 1<<53 - 1
+
 // windowOp is one reference-window increment.
 type windowOp struct {
 	key    string // window key, including the window's start
-	hits   uint64
-	limit  uint64 // the window's requests_per_unit (for onlyAdmitted)
+	hits   uint64 // at most maxCount
+	limit  uint64 // the window's requests_per_unit
 	ttl    int64  // seconds until the window ends, at least 1
-	after  uint64 // result: the count after the increment (or as if added)
+	end    int64  // unix seconds at which the window ends
+	after  uint64 // result: the count after the increment (or as if added), at most maxCount
 	cached bool   // result: answered by the refusal cache, not the store
+}
+
+// anyOver reports whether any op's count is over its limit: a refused call.
+func anyOver(ops []windowOp) bool {
+	for i := range ops {
+		if ops[i].after > ops[i].limit {
+			return true
+		}
+	}
+	return false
 }
 
 // A StoreOption configures a MemoryStore or a RedisStore; bad values are
@@ -74,6 +115,7 @@ type storeConfig struct {
 	prefix       string
 	refusalCache int
 	maxKeys      int
+	maxBytes     int
 	setPrefix    bool
 	errs         []error
 }
@@ -147,148 +189,27 @@ func WithMaxKeys(n int) StoreOption {
 	})
 }
 
+// WithMaxBytes bounds a MemoryStore's window counters to about n bytes
+// (their keys and counts, and the map entries that hold them) and gives
+// its additions throttle.WithMaxBytes(n); default DefaultMaxBytes. Past
+// it, the store drops counters as when it is full of keys (WithMaxKeys),
+// so that a flood of long descriptor values cannot exhaust memory however
+// few keys it makes. n must be at least MinMaxBytes.
+func WithMaxBytes(n int) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) {
+		if n < MinMaxBytes {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: max bytes %d must be at least %d", ErrInvalidOption, n, MinMaxBytes))
+			return
+		}
+		cfg.maxBytes = n
+	})
+}
+
 func (c *storeConfig) nowFunc() func() time.Time {
 	if c.clock != nil {
 		return c.clock.Now
 	}
 	return time.Now
-}
-
-// MemoryStore keeps every counter in this process: one instance needs
-// nothing else. Safe for concurrent use.
-type MemoryStore struct {
-	cfg    storeConfig
-	clock  func() time.Time
-	shards [memShards]memShard
-	lim    *throttle.MemoryStore
-	// perShard bounds each shard's window counters.
-	perShard int
-}
-
-const memShards = 64
-
-type memShard struct {
-	mu sync.Mutex
-	m  map[string]memWindow
-	// sweepAt is the size at which the shard next drops ended windows:
-	// twice its live size after the last sweep, so sweeping costs O(1)
-	// per insert, amortized.
-	sweepAt int
-	_       [40]byte
-}
-
-type memWindow struct {
-	count uint64
-	end   int64 // unix seconds at which the window ends
-}
-
-// NewMemoryStore returns an empty in-process store. Options: WithStoreClock
-// and WithMaxKeys; WithKeyPrefix and WithRefusalCache apply to a RedisStore
-// only, so they are errors here (ErrInvalidOption), as any option that does
-// not apply is.
-func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
-	cfg, err := buildStoreConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.refusalCache > 0 {
-		return nil, fmt.Errorf("%w: WithRefusalCache applies to a RedisStore (a MemoryStore has no round trip to save)", ErrInvalidOption)
-	}
-	if cfg.setPrefix {
-		return nil, fmt.Errorf("%w: WithKeyPrefix applies to a RedisStore (a MemoryStore's keys never leave the process)", ErrInvalidOption)
-	}
-	var topts []throttle.StoreOption
-	if cfg.clock != nil {
-		topts = append(topts, throttle.WithStoreClock(cfg.clock))
-	}
-	if cfg.maxKeys > 0 {
-		topts = append(topts, throttle.WithMaxKeys(cfg.maxKeys))
-	}
-	lim, err := newThrottleMemory(topts...)
-	if err != nil {
-		return nil, err
-	}
-	maxKeys := cfg.maxKeys
-	if maxKeys == 0 {
-		maxKeys = throttle.DefaultMaxKeys
-	}
-	s := &MemoryStore{cfg: cfg, clock: cfg.nowFunc(), lim: lim, perShard: max(1, maxKeys/memShards)}
-	for i := range s.shards {
-		s.shards[i].m = map[string]memWindow{}
-		s.shards[i].sweepAt = 1024
-	}
-	return s, nil
-}
-
-// newThrottleMemory is the one place a throttle.MemoryStore is made.
-func newThrottleMemory(opts ...throttle.StoreOption) (*throttle.MemoryStore, error) {
-	s, err := throttle.NewMemoryStore(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
-	return s, nil
-}
-
-func (s *MemoryStore) now() time.Time         { return s.clock() }
-func (s *MemoryStore) limits() throttle.Store { return s.lim }
-
-func (s *MemoryStore) windows(_ context.Context, ops []windowOp, onlyAdmitted bool) error {
-	now := s.clock().Unix()
-	for i := range ops {
-		op := &ops[i]
-		sh := &s.shards[fnv32(op.key)%memShards]
-		sh.mu.Lock()
-		w, ok := sh.m[op.key]
-		if ok && now >= w.end {
-			w, ok = memWindow{}, false
-		}
-		sum := w.count + op.hits
-		if sum < w.count {
-			sum = ^uint64(0) // saturate: no wrap to a small count
-		}
-		op.after = sum
-		if op.hits > 0 && (!onlyAdmitted || sum <= op.limit) {
-			if !ok {
-				w.end = now + op.ttl
-				if len(sh.m) >= min(sh.sweepAt, s.perShard) {
-					sh.sweep(now)
-					if len(sh.m) >= s.perShard {
-						sh.evict()
-					}
-				}
-			}
-			w.count = sum
-			sh.m[op.key] = w
-		}
-		sh.mu.Unlock()
-	}
-	return nil
-}
-
-func (sh *memShard) sweep(now int64) {
-	for k, w := range sh.m {
-		if now >= w.end {
-			delete(sh.m, k)
-		}
-	}
-	sh.sweepAt = max(1024, 2*len(sh.m))
-}
-
-// evict drops one live counter: Go's map order makes it a random one.
-func (sh *memShard) evict() {
-	for k := range sh.m {
-		delete(sh.m, k)
-		return
-	}
-}
-
-func fnv32(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
 }
 
 // checkStore is a store for throttle.New to validate the additions'

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/redistest"
@@ -51,29 +52,7 @@ func TestStoresAgree(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, onlyAdmitted := range []bool{false, true} {
 		t.Run(fmt.Sprint("onlyAdmitted=", onlyAdmitted), func(t *testing.T) {
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-			defer client.Close()
-			client.FlushAll(context.Background())
-			clock := newTestClock(T0)
-			var opts []Option
-			if onlyAdmitted {
-				opts = append(opts, WithCountOnlyAdmitted())
-			}
-			opts = append(opts, WithRateLimitHeaders("", "", ""), WithIETFHeaders())
-			mem, _ := NewMemoryStore(WithStoreClock(clock))
-			red, err := NewRedisStore(client, WithStoreClock(clock))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := parseYAML(t, mixedConfig)
-			a, err := New(cfg, mem, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := New(cfg, red, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, b, clock := agreeing(t, srv, onlyAdmitted, WithRateLimitHeaders("", "", ""), WithIETFHeaders())
 			keys := []string{"w", "m", "s", "z", "u", "mul", "g", "l", "t", "k", "none"}
 			values := []string{"x", "x1", "x2", "y"}
 			r := rand.New(rand.NewSource(11))
@@ -90,20 +69,8 @@ func TestStoresAgree(t *testing.T) {
 					}
 					req.Descriptors = append(req.Descriptors, d)
 				}
-				ra, err := a.ShouldRateLimit(context.Background(), req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rb, err := b.ShouldRateLimit(context.Background(), req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkResponse(t, fmt.Sprintf("call %d at +%v", i, now.Sub(time.Unix(T0, 0))), rb, ra)
-				if ra.OverallCode == over {
+				if sameAnswer(t, fmt.Sprintf("call %d at +%v", i, now.Sub(time.Unix(T0, 0))), a, b, req).OverallCode == over {
 					overs++
-				}
-				if t.Failed() {
-					t.FailNow()
 				}
 			}
 			if overs < 50 {
@@ -111,4 +78,67 @@ func TestStoresAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agreeing returns a Service over mixedConfig on a memory store and one on
+// srv's Redis (emptied), both reading one clock, with opts and, when only
+// is set, WithCountOnlyAdmitted.
+func agreeing(t *testing.T, srv *redistest.Server, only bool, opts ...Option) (mem, red *Service, clock *testClock) {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { client.Close() })
+	client.FlushAll(context.Background())
+	clock = newTestClock(T0)
+	if only {
+		opts = append(opts, WithCountOnlyAdmitted())
+	}
+	ms, err := NewMemoryStore(WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := NewRedisStore(client, WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseYAML(t, mixedConfig)
+	if mem, err = New(cfg, ms, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if red, err = New(cfg, rs, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return mem, red, clock
+}
+
+// sameAnswer sends req to mem and red, and stops the test unless both
+// answer it alike; it returns the answer.
+func sameAnswer(t *testing.T, what string, mem, red *Service, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	t.Helper()
+	ra, err := mem.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: memory: %v", what, err)
+	}
+	rb, err := red.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: redis: %v", what, err)
+	}
+	checkResponse(t, what, rb, ra)
+	if t.Failed() {
+		t.FailNow()
+	}
+	return ra
+}
+
+// redisStore is a RedisStore reading clock, on a server of its own, and
+// a client of that server.
+func redisStore(t *testing.T, clock *testClock) (*RedisStore, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	store, err := NewRedisStore(c, WithStoreClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, c
 }

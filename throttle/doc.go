@@ -11,7 +11,7 @@
 // and reset-after. AllowN(ctx, key, 0) peeks. A refused request changes
 // nothing, so a client that keeps retrying is never locked out. AllowAll
 // checks several (limiter, key) pairs at once, all counted or none ("per
-// IP and per route").
+// IP and per route"); CheckAll asks the same without counting.
 //
 // Six algorithms, each defined exactly where its constant is declared:
 // GCRA (redis-cell's CL.THROTTLE), TokenBucket and LeakyBucket (the same
@@ -21,7 +21,7 @@
 // docs/throttle.md says which to choose and shows them on one trace.
 //
 // State lives in a Store: NewMemoryStore (one process; sharded, bounded by
-// WithMaxKeys, expired keys reclaimed as it goes) or NewRedisStore (shared
+// WithMaxKeys and WithMaxBytes, expired keys reclaimed as it goes) or NewRedisStore (shared
 // by a fleet; one Lua script and one round trip per decision). The
 // arithmetic is the pure functions of algorithms.go, on whole microseconds
 // and integers below 2^53, which the Redis scripts port line by line: both

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,12 +14,14 @@ import (
 // that GCRA, the token bucket and the leaky bucket decide alike on the
 // monotone prefix of the trace. A MemoryStore decides the same trace and
 // must answer as the definition does (its GCRA has a fused path of its
-// own).
+// own), for a short key and for one it holds by its digest (longer than
+// maxHeldKey, decided through AllowAll's path).
 //
 // The trace is pairs of bytes (dt, n): dt 255 jumps three periods ahead,
 // 254 steps back up to one period, anything else moves dt/64 of an
 // emission interval; n is taken modulo Limit+3 (n > Limit can never fit).
 func FuzzAlgorithms(f *testing.F) {
+	long := strings.Repeat("k", maxHeldKey+1)
 	f.Add(uint8(GCRA), uint16(5), uint32(1_000_000), uint16(5), []byte{0, 1, 0, 1, 0, 1, 64, 1, 255, 6, 254, 2})
 	f.Add(uint8(FixedWindow), uint16(3), uint32(1_000_000), uint16(0), []byte{200, 3, 10, 3, 0, 1, 254, 1})
 	f.Add(uint8(SlidingWindow), uint16(50), uint32(60_000_000), uint16(0), []byte{0, 42, 100, 18, 0, 1, 30, 1})
@@ -55,6 +58,9 @@ func FuzzAlgorithms(f *testing.F) {
 			clk.Set(time.UnixMicro(o.at))
 			if got := mustAllow(t, lim, "k", int(o.n)); got != d {
 				t.Fatalf("%v %v op %d (n=%d at %d): MemoryStore %+v, definition %+v", alg, l, i, o.n, o.at, got, d)
+			}
+			if got := mustAllow(t, lim, long, int(o.n)); got != d {
+				t.Fatalf("%v %v op %d (n=%d at %d): MemoryStore, a long key: %+v, definition %+v", alg, l, i, o.n, o.at, got, d)
 			}
 			if d.Remaining < 0 || d.Remaining > d.Limit || d.Limit != int(m.p.limit) || d.ResetAfter < 0 {
 				t.Fatalf("op %d: %+v out of range for %v %v", i, d, alg, l)

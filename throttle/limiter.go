@@ -126,6 +126,20 @@ type Check struct {
 // (always on a single server; in a Cluster, give the keys a common hash
 // tag); see RedisStore for what happens otherwise.
 func AllowAll(ctx context.Context, checks ...Check) (Decisions, error) {
+	return decideChecks(ctx, checks, true)
+}
+
+// CheckAll decides the checks as AllowAll does, and counts nothing: each
+// Decision says whether its check would fit (after the checks before it,
+// as if they were counted) and its wait, while Remaining and ResetAfter
+// are its key's stored state, as in a refused AllowAll. It
+// answers "would these pass?" without spending anything, for a caller that
+// must first know the answer of another limiter.
+func CheckAll(ctx context.Context, checks ...Check) (Decisions, error) {
+	return decideChecks(ctx, checks, false)
+}
+
+func decideChecks(ctx context.Context, checks []Check, commit bool) (Decisions, error) {
 	if len(checks) == 0 {
 		return nil, nil
 	}
@@ -151,11 +165,11 @@ func AllowAll(ctx context.Context, checks ...Check) (Decisions, error) {
 	out := make(Decisions, len(rs))
 	var err error
 	if m, ok := store.(*MemoryStore); ok {
-		err = m.decideAll(ctx, rs, out)
+		err = m.decideAll(ctx, rs, out, commit)
 	} else {
 		// Through the interface rs would escape, buf with it: a copy
 		// for the other stores, whose round trip dwarfs it.
-		err = store.decideAll(ctx, slices.Clone(rs), out)
+		err = store.decideAll(ctx, slices.Clone(rs), out, commit)
 	}
 	if err != nil {
 		return nil, err

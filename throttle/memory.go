@@ -2,10 +2,10 @@ package throttle
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/bits"
 	"runtime"
-	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -31,7 +31,11 @@ import (
 // shard), so a store never evicts while it holds fewer than
 // min(WithMaxKeys, 1024) keys; a larger one first evicts when its fullest
 // shard fills, at 0.90 full for 2^17 keys in 128 shards
-// (TestMemoryNoEvictionBelowShardSize), later with larger shards. A key
+// (TestMemoryNoEvictionBelowShardSize), later with larger shards. It
+// holds at most WithMaxBytes bytes of keys and states as well
+// (DefaultMaxBytes by default): a shard over its share evicts likewise,
+// and a key longer than 512 bytes is held by its SHA-256 digest, so that
+// no key costs more than a short one. A key
 // whose state has expired (it is back to its full allowance anyway) is
 // reclaimed by the inserts that follow, a couple of keys per insert: there
 // is no sweeper goroutine and no pass that holds a lock over a whole shard.
@@ -47,6 +51,10 @@ type MemoryStore struct {
 	seed   *hashSeed
 	mask   uint64
 	shards []*shard
+	// probes counts the comparisons decideAll makes to find each check's
+	// key among the keys before it, in calls of more than a few checks
+	// (tests check that they are linear).
+	probes atomic.Uint64
 }
 
 // MemoryStats are a MemoryStore's counters.
@@ -57,10 +65,12 @@ type MemoryStats struct {
 	Evictions uint64
 	// Expired counts keys reclaimed because their state had expired.
 	Expired uint64
+	// Bytes is what the keys held now cost (WithMaxBytes).
+	Bytes int
 }
 
-// NewMemoryStore returns an empty store. It takes WithStoreClock and
-// WithMaxKeys; any other option, a nil one or a bad value is an error
+// NewMemoryStore returns an empty store. It takes WithStoreClock,
+// WithMaxKeys and WithMaxBytes; any other option, a nil one or a bad value is an error
 // wrapping ErrInvalidOption.
 func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	cfg, err := buildStoreConfig(opts)
@@ -80,6 +90,9 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 		return nil, fmt.Errorf("%w: WithCallTimeout applies to a RedisStore only", ErrInvalidOption)
 	}
 	n := shardCount(cfg.maxKeys, runtime.GOMAXPROCS(0))
+	for n > 1 && cfg.maxBytes/n < minShardBytes {
+		n /= 2
+	}
 	seed := newHashSeed()
 	s := &MemoryStore{clock: cfg.clock, seed: &seed, mask: uint64(n - 1)}
 	// Not where time is fake: in a testing/synctest bubble, time.Now
@@ -94,6 +107,7 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 			max++
 		}
 		s.shards[i] = newShard(s.seed, max)
+		s.shards[i].maxBytes = cfg.maxBytes / n
 	}
 	return s, nil
 }
@@ -110,6 +124,14 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 // 1024, 0.97 for 128 of 8192 (the default store on two processors).
 const minShardKeys = 1024
 
+// minShardBytes is the fewest bytes a shard may hold when there is more
+// than one (WithMaxBytes): about a hundred keys of the longest length a
+// shard holds (maxHeldKey).
+const minShardBytes = 64 << 10
+
+// maxShards is the most shards a store has (shardCount).
+const maxShards = 1024
+
 // shardCount is a power of two: 64 shards per processor (at least 64, at
 // most 1024), so parallel decisions seldom meet on a lock, but never so
 // many that a shard holds fewer than minShardKeys keys (so a small store
@@ -118,7 +140,7 @@ const minShardKeys = 1024
 // KeyedParallel).
 func shardCount(maxKeys, procs int) int {
 	n := 1 << bits.Len(uint(max(64, 64*procs)-1))
-	n = min(n, 1024)
+	n = min(n, maxShards)
 	for n > 1 && maxKeys/n < minShardKeys {
 		n /= 2
 	}
@@ -220,16 +242,42 @@ func (s *MemoryStore) readWall() (int64, error) {
 	return us, nil
 }
 
-// shardOf returns the shard that holds (alg, key) and the key's hash
-// (Limiter.allow does the same inline).
-func (s *MemoryStore) shardOf(alg Algorithm, key string) (*shard, uint64) {
-	h := keyHash(s.seed, alg, key)
-	return s.shards[h&s.mask], h
+// heldKey returns the identity under which the store holds (alg, key), its
+// shard and its hash (Limiter.allow does the same inline for a key of at
+// most maxHeldKey bytes). A longer key is held by its SHA-256 digest, its
+// hash's tag set apart by hashedTag, so that a digest is never found for a
+// key of the same 32 bytes: a key costs at most maxHeldKey + KeyOverhead
+// bytes however long it is, at the cost of a digest per decision (a
+// collision of two long keys would take 2^128 of them).
+func (s *MemoryStore) heldKey(alg Algorithm, key string) (memKey, *shard, uint64) {
+	k := memKey{key: key, alg: alg}
+	if len(key) > maxHeldKey {
+		d := sha256.Sum256([]byte(key))
+		k.key, k.hashed = string(d[:]), true
+	}
+	h := keyHash(s.seed, alg, k.key)
+	if k.hashed {
+		h ^= hashedTag
+	}
+	return k, s.shards[h&s.mask], h
 }
+
+// hashedTag sets a digest's hash apart from the hash of a key of the same
+// bytes: it changes the tag (the high 32 bits), which every lookup
+// compares, and the shard.
+const hashedTag = 0x5bd1e995<<32 | 0x1b873593
 
 func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 	if err := s.err(); err != nil {
 		return Decision{}, err
+	}
+	if len(r.key) > maxHeldKey {
+		// A long key is decided as an AllowAll of one check, which
+		// holds it by its digest (heldKey): the same definitions, so
+		// the same Decision.
+		var out [1]Decision
+		err := s.decideAll(ctx, []request{r}, out[:], true)
+		return out[0], err
 	}
 	l := Limiter{store: s, mem: s, p: *r.p}
 	var d Decision
@@ -245,7 +293,7 @@ func (s *MemoryStore) decide(ctx context.Context, r request) (Decision, error) {
 // it. Anything else, and every error, goes through the Store interface
 // (allowN).
 func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (err error) {
-	if l == nil || l.mem == nil || uint(len(key))-1 >= MaxKeyLen || n < 0 || ctx == nil { // empty or too long: allowN says which
+	if l == nil || l.mem == nil || uint(len(key))-1 >= maxHeldKey || n < 0 || ctx == nil { // empty, too long or held by its digest: allowN says which
 		*d, err = l.allowN(ctx, key, n)
 		return err
 	}
@@ -364,9 +412,14 @@ func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int6
 		if x.log == nil {
 			x.log = &ring{}
 		}
+		was := x.log.bytes()
 		x.log.drop(expired)
 		x.log.push(at, int(n))
 		x.expires = now + int64(d.ResetAfter/time.Microsecond)
+		if grew := x.log.bytes() - was; grew > 0 {
+			sh.bytes += grew
+			sh.fitBytes(now, h, memKey{key: key, alg: p.alg})
+		}
 	}
 	return d
 }
@@ -427,8 +480,7 @@ func (p *pending) store(now int64) {
 	}
 	p.sh.entries[i].meta |= metaUsed
 	if p.k.alg == SlidingLog {
-		x := p.sh.extOf(i)
-		x.log, x.expires = p.log, p.expires
+		p.sh.setLog(i, p.h, p.k, p.log, p.expires, now)
 		return
 	}
 	p.sh.setState(i, p.st, p.expires)
@@ -438,10 +490,17 @@ func (p *pending) store(now int64) {
 // locked in ascending order, so two AllowAll calls never deadlock. The
 // checks apply in order to copies of their keys' states, so two checks of
 // the same key see each other (the second is decided after the first is
-// counted); the copies are written back only if every check allowed.
-func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision) error {
+// counted); the copies are written back only if every check allowed (and
+// commit is set). The work is linear in len(rs): a check's key is found
+// among the keys before it by a map once there are more than a few. A
+// context that ends before the copies are written back ends the call with
+// nothing counted (it is checked every checkEvery checks).
+func (s *MemoryStore) decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error {
 	if err := s.err(); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	now, err := s.now()
 	if err != nil {
@@ -452,33 +511,49 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 	const few = 4
 	var psBuf [few]pending
 	var orderBuf [few]int
-	var lockedBuf [few]uint64
-	ps, order, locked := psBuf[:0], orderBuf[:0], lockedBuf[:0]
+	ps, order := psBuf[:0], orderBuf[:0]
+	var index map[memKey]int // the keys' places in ps, past a few checks
 	if len(rs) > few {
-		ps, order, locked = make([]pending, 0, len(rs)), make([]int, 0, len(rs)), make([]uint64, 0, len(rs))
+		ps, order = make([]pending, 0, len(rs)), make([]int, 0, len(rs))
+		index = make(map[memKey]int, len(rs))
 	}
+	var locked shardSet
+	probes := 0
 	for j := range rs {
-		k := memKey{key: rs[j].key, alg: rs[j].p.alg}
-		idx := 0
-		for idx < len(ps) && ps[idx].k != k {
-			idx++
+		k, sh, h := s.heldKey(rs[j].p.alg, rs[j].key)
+		idx, seen := 0, false
+		if index != nil {
+			idx, seen = index[k]
+			probes++
+		} else {
+			for idx < len(ps) && !seen {
+				probes++
+				if seen = ps[idx].k == k; !seen {
+					idx++
+				}
+			}
 		}
-		if idx == len(ps) {
-			sh, h := s.shardOf(k.alg, k.key)
+		if !seen {
+			idx = len(ps)
 			prefetch.Line(sh.homeLine(h)) // as in allow: the keys' entries load together, under the locks
 			ps = append(ps, pending{sh: sh, h: h, k: k})
-			if !slices.Contains(locked, h&s.mask) {
-				locked = append(locked, h&s.mask)
+			locked.add(int(h & s.mask))
+			if index != nil {
+				index[k] = idx
 			}
 		}
 		order = append(order, idx)
 	}
-	slices.Sort(locked)
-	for _, i := range locked {
+	if len(rs) > few {
+		// Not for a few checks, the hot path: a shared counter would
+		// cost their calls on other processors a cache line each.
+		s.probes.Add(uint64(probes))
+	}
+	for i := locked.next(0); i >= 0; i = locked.next(i + 1) {
 		s.shards[i].mu.Lock()
 	}
 	defer func() {
-		for _, i := range locked {
+		for i := locked.next(0); i >= 0; i = locked.next(i + 1) {
 			s.shards[i].mu.Unlock()
 		}
 	}()
@@ -487,36 +562,67 @@ func (s *MemoryStore) decideAll(_ context.Context, rs []request, out []Decision)
 	}
 	all := true
 	for j := range rs {
+		if j%checkEvery == checkEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%w: %w", ErrStore, err)
+			}
+		}
 		out[j] = ps[order[j]].apply(&rs[j], now)
 		all = all && out[j].Allowed
 	}
-	if all {
+	if all && commit {
 		for i := range ps {
 			if ps[i].written {
 				ps[i].store(now)
 			}
 		}
-	} else {
-		// Nothing is counted: each decision keeps its outcome and wait
-		// but reports the key's stored state.
-		for j := range rs {
-			p := &ps[order[j]]
-			stored := pending{sh: p.sh, h: p.h, k: p.k}
-			stored.load()
-			peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
-			out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
-		}
+		return nil
+	}
+	// Nothing is counted: each decision keeps its outcome and wait but
+	// reports the key's stored state.
+	for j := range rs {
+		p := &ps[order[j]]
+		stored := pending{sh: p.sh, h: p.h, k: p.k}
+		stored.load()
+		peek := stored.apply(&request{p: rs[j].p, key: rs[j].key}, now)
+		out[j].Remaining, out[j].ResetAfter = peek.Remaining, peek.ResetAfter
 	}
 	return nil
+}
+
+// checkEvery is how many checks decideAll decides between two looks at
+// its context: often enough that a call of many thousand checks stops
+// soon after its caller gives up, seldom enough to cost nothing.
+const checkEvery = 1024
+
+// shardSet is a set of shard indexes (below maxShards), iterated in
+// ascending order: the order in which decideAll locks them. One bit per
+// shard, on the stack, so adding is O(1) whatever the number of checks.
+type shardSet [maxShards / 64]uint64
+
+func (s *shardSet) add(i int) { s[i/64] |= 1 << (i % 64) }
+
+// next returns the least index ≥ i in the set, or -1.
+func (s *shardSet) next(i int) int {
+	for w := i / 64; w < len(s); w++ {
+		b := s[w]
+		if w == i/64 {
+			b &^= 1<<(i%64) - 1
+		}
+		if b != 0 {
+			return w*64 + bits.TrailingZeros64(b)
+		}
+	}
+	return -1
 }
 
 func (s *MemoryStore) reset(_ context.Context, alg Algorithm, key string) error {
 	if err := s.err(); err != nil {
 		return err
 	}
-	sh, h := s.shardOf(alg, key)
+	k, sh, h := s.heldKey(alg, key)
 	sh.mu.Lock()
-	if i := sh.lookup(h, memKey{key: key, alg: alg}); i != none {
+	if i := sh.lookup(h, k); i != none {
 		sh.remove(i)
 	}
 	sh.mu.Unlock()
@@ -533,6 +639,7 @@ func (s *MemoryStore) Stats() MemoryStats {
 	for _, sh := range s.shards {
 		sh.mu.Lock()
 		st.Keys += sh.live
+		st.Bytes += sh.bytes
 		st.Evictions += sh.evictions
 		st.Expired += sh.expired
 		sh.mu.Unlock()

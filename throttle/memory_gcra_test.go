@@ -100,6 +100,6 @@ func definitionStep(t *testing.T, s *MemoryStore, clk *setClock, lim *Limiter, s
 	if write {
 		*st, *ok = next, true
 	}
-	sh, h := s.shardOf(lim.p.alg, "k")
-	return want, write, sh, sh.lookup(h, memKey{key: "k", alg: lim.p.alg})
+	k, sh, h := s.heldKey(lim.p.alg, "k")
+	return want, write, sh, sh.lookup(h, k)
 }

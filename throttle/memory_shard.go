@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -68,17 +69,37 @@ type shardLocked struct {
 	hand int32 // the next entry the clock hand looks at
 	live int
 	max  int // keys this shard may hold
+	// bytes counts what the live keys cost (keyCost, and their sliding
+	// logs' entries); maxBytes bounds it.
+	bytes, maxBytes int
 
 	evictions, expired uint64
 }
 
 const none int32 = -1
 
-// memKey is a key's identity: its state is per (algorithm, key).
+// memKey is a key's identity: its state is per (algorithm, key). A key
+// longer than maxHeldKey is held by its SHA-256 digest (hashed): its hash
+// then differs from any other key's in its tag (heldKey), so a digest is
+// never taken for a key of the same bytes.
 type memKey struct {
-	key string
-	alg Algorithm
+	key    string
+	alg    Algorithm
+	hashed bool
 }
+
+// maxHeldKey is the longest key a shard holds as it is; a longer one is
+// held by its digest (heldKey), so that no key costs more than
+// maxHeldKey + keyOverhead bytes.
+const maxHeldKey = 512
+
+// KeyOverhead is what a MemoryStore counts for a key besides its bytes
+// (WithMaxBytes): its 32-byte entry at the table's load, the rest of a
+// state too wide for the entry, and the key's own allocation.
+const KeyOverhead = 64
+
+// keyCost is what a key of n bytes costs its shard.
+func keyCost(n int) int { return n + KeyOverhead }
 
 // memEntry is one key, 32 bytes on a 64-bit processor: two to a cache line
 // (a table of at least 32 KiB is page-aligned, and a smaller one's size
@@ -241,6 +262,26 @@ func (s *shard) setState(i int32, st state, expires int64) {
 	x.c, x.expires = st.c, expires
 }
 
+// setLog makes lg the sliding log of the live entry at i, key k of hash
+// h, counting the change in its bytes, and evicts other keys while the
+// shard is over its bytes (the entry at i may move: callers do not use i
+// after).
+func (s *shard) setLog(i int32, h uint64, k memKey, lg *ring, expires int64, now int64) {
+	x := s.extOf(i)
+	s.bytes += lg.bytes() - x.log.bytes()
+	x.log, x.expires = lg, expires
+	s.fitBytes(now, h, k)
+}
+
+// fitBytes evicts keys other than k (of hash h, live) while the shard
+// holds more bytes than it may: a key that alone outgrows its shard (a
+// long sliding log) is kept, and limited, alone.
+func (s *shard) fitBytes(now int64, h uint64, k memKey) {
+	for s.live > 1 && s.bytes > s.maxBytes {
+		s.evictExcept(now, s.lookup(h, k))
+	}
+}
+
 // extOf returns the ext of the live entry at i, making the entry wide (and
 // allocating ext, the first time).
 func (s *shard) extOf(i int32) *extState {
@@ -271,7 +312,7 @@ const maxLoadNum, maxLoadDen = 3, 4
 const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
-	s := &shard{shardTable: shardTable{seed: seed}, shardLocked: shardLocked{max: max}}
+	s := &shard{shardTable: shardTable{seed: seed}, shardLocked: shardLocked{max: max, maxBytes: math.MaxInt}}
 	s.setEntries(make([]memEntry, 8), nil)
 	return s
 }
@@ -334,13 +375,15 @@ func (s *shard) lookup(h uint64, k memKey) int32 {
 
 // insert adds k (absent, hash h) and returns its position, which holds
 // until the shard next inserts or removes a key (both move entries). It
-// first reclaims a few expired keys, then, if the shard is full, evicts
-// one.
+// first reclaims a few expired keys, then, while the shard is full (of
+// keys, or of bytes), evicts one.
 func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 	s.reclaim(now)
-	if s.live >= s.max {
+	cost := keyCost(len(k.key))
+	for s.live > 0 && (s.live >= s.max || s.bytes+cost > s.maxBytes) {
 		s.evict(now)
 	}
+	s.bytes += cost
 	if maxLoadDen*(s.live+1) > maxLoadNum*len(s.entries) {
 		s.grow()
 	}
@@ -405,6 +448,10 @@ func (s *shard) remove(i int32) {
 		return j
 	}
 	pos := int(i)
+	s.bytes -= keyCost(int(s.entries[i].meta >> 8 & MaxKeyLen))
+	if s.ext != nil {
+		s.bytes -= s.ext[i].log.bytes()
+	}
 	// Backward-shift deletion: pull later entries of the probe run into
 	// the hole when the hole lies between their home and where they are,
 	// so lookups never need tombstones.
@@ -459,7 +506,10 @@ func (s *shard) reclaim(now int64) {
 // expired or has not been used since the hand last passed it (the CLOCK
 // approximation of least recently used; a used key loses its mark and is
 // passed over once). It ends within two turns of the hand.
-func (s *shard) evict(now int64) {
+func (s *shard) evict(now int64) { s.evictExcept(now, none) }
+
+// evictExcept is evict passing over the entry at keep (none: no entry).
+func (s *shard) evictExcept(now int64, keep int32) {
 	n := int32(len(s.entries))
 	for {
 		if s.hand >= n {
@@ -467,7 +517,7 @@ func (s *shard) evict(now int64) {
 		}
 		e := &s.entries[s.hand]
 		switch {
-		case e.key == nil:
+		case e.key == nil, s.hand == keep:
 		case s.expiry(s.hand) <= now:
 			s.remove(s.hand)
 			s.expired++

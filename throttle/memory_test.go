@@ -86,7 +86,7 @@ func TestMemoryEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func shardOf(s *MemoryStore, alg Algorithm, key string) *shard {
-	sh, _ := s.shardOf(alg, key)
+	_, sh, _ := s.heldKey(alg, key)
 	return sh
 }
 
@@ -137,7 +137,7 @@ func TestMemoryReset(t *testing.T) {
 }
 
 func TestMemoryOptionErrors(t *testing.T) {
-	for _, opt := range []StoreOption{WithMaxKeys(0), WithStoreClock(nil), nil, WithKeyPrefix("x:"), WithKeyPrefix("{x}"), WithRefusalCache(10)} {
+	for _, opt := range []StoreOption{WithMaxKeys(0), WithMaxBytes(MinMaxBytes - 1), WithStoreClock(nil), nil, WithKeyPrefix("x:"), WithKeyPrefix("{x}"), WithRefusalCache(10)} {
 		if s, err := NewMemoryStore(opt); !errors.Is(err, ErrInvalidOption) || s != nil {
 			t.Errorf("NewMemoryStore with a bad option: %v, %v, want nil, ErrInvalidOption", s, err)
 		}
@@ -455,7 +455,7 @@ func checkShards(t *testing.T, s *MemoryStore) {
 // zero (so that nothing stale is read, nor a ring kept alive).
 func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) {
 	tb.Helper()
-	inUse := 0
+	inUse, bytes := 0, 0
 	for i := range sh.entries {
 		e := &sh.entries[i]
 		if e.key == nil {
@@ -467,6 +467,10 @@ func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) 
 		inUse++
 		h := hashOf(e)
 		k := e.keyString()
+		bytes += keyCost(len(k))
+		if e.isWide() {
+			bytes += sh.ext[i].log.bytes()
+		}
 		if got := sh.lookup(h, memKey{key: k, alg: e.alg()}); got != int32(i) || e.tag() != tag(h) {
 			tb.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, k, e.tag(), got)
 		}
@@ -486,6 +490,9 @@ func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) 
 	if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
 		tb.Errorf("shard %d: live %d, entries in use %d, table %d, max %d", n, sh.live, inUse, len(sh.entries), sh.max)
 	}
+	if bytes != sh.bytes || sh.live > 1 && sh.bytes > sh.maxBytes {
+		tb.Errorf("shard %d: %d bytes counted, %d held, at most %d", n, sh.bytes, bytes, sh.maxBytes)
+	}
 }
 
 // FuzzShardTable drives one shard with the fuzzer's operations (four
@@ -498,8 +505,14 @@ func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) 
 func FuzzShardTable(f *testing.F) {
 	f.Add(uint8(5), []byte{0, 1, 0, 9, 0, 2, 0, 0, 0, 3, 9, 1, 1, 2, 0, 0, 0, 4, 0, 5})
 	f.Add(uint8(39), []byte{0, 63, 255, 1, 0, 62, 255, 1, 0, 0, 1, 1, 1, 63, 0, 0, 2, 0, 0, 0})
+	f.Add(uint8(203), []byte{0, 1, 0, 9, 0, 12, 0, 9, 0, 2, 0, 0, 0, 13, 9, 1, 2, 1, 0, 0, 0, 4, 0, 5, 0, 14, 0, 9})
 	f.Fuzz(func(t *testing.T, size uint8, ops []byte) {
 		sh := newShard(testSeed(), 1+int(size)%40)
+		if size >= 200 {
+			// Bounded by bytes rather than keys: a key here costs
+			// keyCost of 1 or 2 bytes.
+			sh.maxBytes = keyCost(2) * (1 + int(size)%8)
+		}
 		hashOf := func(key string) uint64 {
 			i, _ := strconv.Atoi(key)
 			if i%4 == 3 {

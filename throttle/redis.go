@@ -109,7 +109,7 @@ var algTags = [...]string{
 // NewRedisStore returns a store that keeps state in Redis through client
 // (a *redis.Client, *redis.ClusterClient, *redis.Ring or a failover
 // client). Options: WithKeyPrefix, WithStoreClock and WithRefusalCache;
-// WithMaxKeys does not apply (Redis bounds memory with TTLs and its own
+// WithMaxKeys and WithMaxBytes do not apply (Redis bounds memory with TTLs and its own
 // maxmemory). A nil client, a nil option, a bad value or an option that
 // does not apply is an error wrapping ErrInvalidOption.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
@@ -122,6 +122,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	}
 	if cfg.setMaxKeys {
 		return nil, fmt.Errorf("%w: WithMaxKeys applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
+	}
+	if cfg.setMaxBytes {
+		return nil, fmt.Errorf("%w: WithMaxBytes applies to a MemoryStore, not a RedisStore", ErrInvalidOption)
 	}
 	s := &RedisStore{client: client, cfg: cfg, inline: redisscript.HonoursDeadlines(client), gate: redisscript.NewGate(client, cfg.callTimeout), start: time.Now(), ttlFloor: 1000}
 	for a := GCRA; a <= SlidingLog; a++ {
@@ -286,7 +289,7 @@ func parseDecisions(v []int64, out []Decision) error {
 	return nil
 }
 
-func (s *RedisStore) decideAll(ctx context.Context, rs []request, out []Decision) error {
+func (s *RedisStore) decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error {
 	if err := s.err(); err != nil {
 		return err
 	}
@@ -295,8 +298,13 @@ func (s *RedisStore) decideAll(ctx context.Context, rs []request, out []Decision
 		return err
 	}
 	groups := s.groups(rs)
-	if len(groups) == 1 {
-		return s.runAll(ctx, rs, groups[0], now, true, out)
+	if len(groups) == 1 || !commit {
+		for _, g := range groups {
+			if err := s.runAll(ctx, rs, g, now, commit, out); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	// Several slots: ask every group without counting first.
 	for _, g := range groups {

@@ -238,11 +238,11 @@ func (e *refEntry) apply(r *request, now int64) Decision {
 
 func (s *refStore) decide(_ context.Context, r request) (Decision, error) {
 	out := make([]Decision, 1)
-	err := s.decideAll(context.Background(), []request{r}, out)
+	err := s.decideAll(context.Background(), []request{r}, out, true)
 	return out[0], err
 }
 
-func (s *refStore) decideAll(_ context.Context, rs []request, out []Decision) error {
+func (s *refStore) decideAll(_ context.Context, rs []request, out []Decision, commit bool) error {
 	now, err := micros(s.clock.Now())
 	if err != nil {
 		return err
@@ -258,7 +258,7 @@ func (s *refStore) decideAll(_ context.Context, rs []request, out []Decision) er
 		out[i] = copies[k].apply(&rs[i], now)
 		all = all && out[i].Allowed
 	}
-	if all {
+	if all && commit {
 		for k, e := range copies {
 			s.keys[k] = e
 		}

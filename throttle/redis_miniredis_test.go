@@ -43,9 +43,9 @@ func (s *miniStore) decide(ctx context.Context, r request) (Decision, error) {
 	return s.RedisStore.decide(ctx, r)
 }
 
-func (s *miniStore) decideAll(ctx context.Context, rs []request, out []Decision) error {
+func (s *miniStore) decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error {
 	s.sync()
-	return s.RedisStore.decideAll(ctx, rs, out)
+	return s.RedisStore.decideAll(ctx, rs, out, commit)
 }
 
 func (s *miniStore) reset(ctx context.Context, alg Algorithm, key string) error {

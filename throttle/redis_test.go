@@ -250,6 +250,7 @@ func TestRedisOptions(t *testing.T) {
 		opt    StoreOption
 	}{
 		{"max keys", f.client, WithMaxKeys(10)},
+		{"max bytes", f.client, WithMaxBytes(MinMaxBytes)},
 		{"nil client", nil, WithKeyPrefix("x:")},
 		{"nil option", f.client, nil},
 		{"nil clock", f.client, WithStoreClock(nil)},

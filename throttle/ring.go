@@ -54,3 +54,11 @@ func (r *ring) clone() *ring {
 	}
 	return c
 }
+
+// bytes is what the log's buffer takes (0 for a nil log).
+func (r *ring) bytes() int {
+	if r == nil {
+		return 0
+	}
+	return 8 * len(r.buf)
+}

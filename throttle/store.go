@@ -20,8 +20,9 @@ type Store interface {
 	// decide decides one request, atomically.
 	decide(ctx context.Context, r request) (Decision, error)
 	// decideAll decides every request as one atomic step: all are counted
-	// if all allow, none otherwise. out has len(rs) elements.
-	decideAll(ctx context.Context, rs []request, out []Decision) error
+	// if all allow and commit is set, none otherwise. out has len(rs)
+	// elements.
+	decideAll(ctx context.Context, rs []request, out []Decision, commit bool) error
 	// reset forgets the key's state for the algorithm.
 	reset(ctx context.Context, alg Algorithm, key string) error
 	// err reports a configuration error (a bad option; a nil store).
@@ -53,23 +54,35 @@ func (f storeOptionFunc) apply(c *storeConfig) error { return f(c) }
 type storeConfig struct {
 	clock        Clock // nil: the time package (MemoryStore) or Redis TIME (RedisStore)
 	maxKeys      int
+	maxBytes     int
 	prefix       string
 	refusalCache int           // RedisStore: keys in the local refusal cache; 0: off
 	callTimeout  time.Duration // RedisStore: the bound on one call
 
 	// What was set, so that options that do not apply can be refused.
-	setMaxKeys, setPrefix, setTimeout bool
+	setMaxKeys, setMaxBytes, setPrefix, setTimeout bool
 }
 
 // DefaultMaxKeys is how many keys a MemoryStore keeps when WithMaxKeys is
 // not given.
 const DefaultMaxKeys = 1 << 20
 
+// DefaultMaxBytes is how many bytes of keys and states a MemoryStore
+// keeps when WithMaxBytes is not given: 256 MiB, far above what
+// DefaultMaxKeys keys of a few dozen bytes take, so that it bounds a
+// store whose keys are long (a flood of distinct long values) and nothing
+// else.
+const DefaultMaxBytes = 256 << 20
+
+// MinMaxBytes is the least WithMaxBytes takes: one shard's worth, which
+// holds many keys of the longest length a shard keeps (maxHeldKey).
+const MinMaxBytes = minShardBytes
+
 // DefaultKeyPrefix starts every key a RedisStore writes.
 const DefaultKeyPrefix = "throttle:"
 
 func buildStoreConfig(opts []StoreOption) (storeConfig, error) {
-	c := storeConfig{maxKeys: DefaultMaxKeys, prefix: DefaultKeyPrefix, callTimeout: defaultCallTimeout}
+	c := storeConfig{maxKeys: DefaultMaxKeys, maxBytes: DefaultMaxBytes, prefix: DefaultKeyPrefix, callTimeout: defaultCallTimeout}
 	for _, o := range opts {
 		if o == nil {
 			return storeConfig{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -105,6 +118,23 @@ func WithMaxKeys(n int) StoreOption {
 			return fmt.Errorf("%w: max keys %d must be at least 1", ErrInvalidOption, n)
 		}
 		cfg.maxKeys, cfg.setMaxKeys = n, true
+		return nil
+	})
+}
+
+// WithMaxBytes bounds a MemoryStore to about n bytes of keys and states
+// (n ≥ MinMaxBytes; default DefaultMaxBytes). A key costs its length plus
+// KeyOverhead bytes, a sliding log 8 bytes per entry besides; a key longer
+// than 512 bytes is held by its SHA-256 digest (32 bytes), so that a long
+// key costs what a short one does and the bound holds whatever the keys.
+// When a shard's share of n is used, the shard evicts as when it is full of
+// keys (WithMaxKeys). MemoryStore only.
+func WithMaxBytes(n int) StoreOption {
+	return storeOptionFunc(func(cfg *storeConfig) error {
+		if n < MinMaxBytes {
+			return fmt.Errorf("%w: max bytes %d must be at least %d", ErrInvalidOption, n, MinMaxBytes)
+		}
+		cfg.maxBytes, cfg.setMaxBytes = n, true
 		return nil
 	})
 }
