@@ -20,6 +20,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
 // TestOneGrammar: "run --rate 1e3" was accepted and "pipe 1e9" refused;
@@ -28,13 +31,13 @@ import (
 func TestOneGrammar(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"pipe", "1e9"}, strings.NewReader("data"), &stdout, &stderr)
-	assert.Equal(t, exitOK, code, "pipe 1e9: %s", stderr.String())
+	assert.Equal(t, command.ExitOK, code, "pipe 1e9: %s", stderr.String())
 	assert.Equal(t, "data", stdout.String())
 
 	stdout.Reset()
 	stderr.Reset()
 	code = run([]string{"run", "--rate", "1e3", "--burst", "2e0", "true", ":::", "a"}, nil, &stdout, &stderr)
-	assert.Equal(t, exitOK, code, "run --rate 1e3: %s", stderr.String())
+	assert.Equal(t, command.ExitOK, code, "run --rate 1e3: %s", stderr.String())
 
 	for _, tc := range []struct {
 		args []string
@@ -62,7 +65,7 @@ func TestOneGrammar(t *testing.T) {
 		stdout.Reset()
 		stderr.Reset()
 		code := run(tc.args, strings.NewReader("data"), &stdout, &stderr)
-		assert.Equal(t, exitUsage, code, "%q", tc.args)
+		assert.Equal(t, command.ExitUsage, code, "%q", tc.args)
 		// One line, one prefix: no "shape:", "jobs:" or "rate:" stacked
 		// after the command's own, and no usage text dumped after it.
 		assert.Equal(t, tc.want+"\n", stderr.String(), "%q", tc.args)
@@ -70,14 +73,14 @@ func TestOneGrammar(t *testing.T) {
 	}
 	// trace reads the rate its own way no more: the same JobRate as run.
 	stdout.Reset()
-	assert.Equal(t, exitOK, run([]string{"trace", "--qps", "240/m", "acquire"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitOK, run([]string{"trace", "--qps", "240/m", "acquire"}, nil, &stdout, &stderr))
 	assert.Contains(t, stdout.String(), "SmoothBursty at 4 permits/s")
 }
 
 // TestVersion: --version prints the module version the go tool recorded in
 // the binary, the one "go version -m" reads.
 func TestVersion(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	out, err := exec.Command("go", "version", "-m", bin).Output()
 	require.NoError(t, err)
 	var modVersion string
@@ -89,7 +92,7 @@ func TestVersion(t *testing.T) {
 	}
 	require.NotEmpty(t, modVersion, "go version -m:\n%s", out)
 	for _, arg := range []string{"--version", "version"} {
-		stdout, stderr, code := runBinary(t, bin, "", arg)
+		stdout, stderr, code := clitest.Run(t, bin, "", arg)
 		assert.Equal(t, 0, code, stderr)
 		assert.True(t, strings.HasPrefix(stdout, "ratelimit "+modVersion), "%s: %q, want the module %q", arg, stdout, modVersion)
 	}
@@ -99,28 +102,28 @@ func TestVersion(t *testing.T) {
 // status 126, as with xargs (127 stays for one that does not exist), both
 // when run finds it at start and when a job's command is a template.
 func TestRunCannotExecute(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "noexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o644))
 
-	_, stderr, code, _ := execStatus(t, bin, nil, dir, "run", "--rate", "inf", "./noexec.sh", ":::", "a")
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "./noexec.sh", ":::", "a")
 	assert.Equal(t, exitCannotRun, code, stderr)
 	assert.Contains(t, stderr, "permission denied")
 
-	_, stderr, code, _ = execStatus(t, bin, nil, dir, "run", "--rate", "inf", "./{}", ":::", "noexec.sh")
+	_, stderr, code, _ = clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "./{}", ":::", "noexec.sh")
 	assert.Equal(t, exitCannotRun, code, stderr)
 
-	_, stderr, code, _ = execStatus(t, bin, nil, dir, "run", "--rate", "inf", "./{}", ":::", "missing.sh")
+	_, stderr, code, _ = clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "./{}", ":::", "missing.sh")
 	assert.Equal(t, exitNotFound, code, stderr)
 }
 
 // TestRunSummaryCountsEveryJob: stopped by --fail-fast after the second of
 // four jobs, the summary still counts the four given.
 func TestRunSummaryCountsEveryJob(t *testing.T) {
-	bin := buildBinary(t)
-	dir := scriptDir(t)
-	_, stderr, code, _ := execStatus(t, bin, nil, dir, "run", "--fail-fast", "--rate", "inf", "sh", "rec.sh", ":::", "ok1", "bad", "ok2", "ok3")
-	assert.Equal(t, exitFail, code)
+	bin := clitest.Binary(t)
+	dir := clitest.ScriptDir(t)
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, "run", "--fail-fast", "--rate", "inf", "sh", "rec.sh", ":::", "ok1", "bad", "ok2", "ok3")
+	assert.Equal(t, command.ExitFail, code)
 	assert.Contains(t, stderr, "ratelimit run: 1 of 4 jobs failed, 2 not started\n")
 }
 
@@ -128,10 +131,10 @@ func TestRunSummaryCountsEveryJob(t *testing.T) {
 // (128 + SIGINT), as a shell reports a process that Ctrl-C stopped, with
 // the jobs not started counted.
 func TestRunInterrupted(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	// The first job interrupts its parent, the ratelimit process; the
 	// second cannot start before a second has passed, so it never does.
-	_, stderr, code, _ := execStatus(t, bin, nil, "", "run", "--rate", "1/s", "--burst", "0",
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, "", "run", "--rate", "1/s", "--burst", "0",
 		"sh", "-c", `kill -INT $PPID`, "sh", ":::", "a", "b", "c")
 	assert.Equal(t, 130, code, stderr)
 	assert.Contains(t, stderr, "ratelimit run: 0 of 3 jobs failed, 2 not started\n")
@@ -141,7 +144,7 @@ func TestRunInterrupted(t *testing.T) {
 // line with a newline, so that the shell's prompt starts on a line of its
 // own, and the status is 130.
 func TestPipeInterruptEndsProgressLine(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	cmd := exec.Command(bin, "pipe", "--progress", "1k")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -19,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -73,8 +75,6 @@ func (p *proc) wait(t *testing.T) int {
 	return -1
 }
 
-func redisURL(s *redistest.Server) string { return "redis://" + s.Addr() + "/0" }
-
 // checkNotices fails the test unless stderr holds only the notices a
 // fail-open process prints when a Redis call times out on a loaded machine
 // and when Redis answers again (each timeout means a spell at the fallback
@@ -100,7 +100,7 @@ func checkNotices(t *testing.T, who string, stderr string) {
 // 1.3 s. Each alone at 2 MB/s would be done in 0.75 s.
 func TestPipeSharesRateThroughRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	const (
 		rate  = 2e6
 		size  = 1_500_000
@@ -108,9 +108,9 @@ func TestPipeSharesRateThroughRedis(t *testing.T) {
 	)
 	inputs := make([][]byte, procs)
 	for i := range inputs {
-		inputs[i] = randomInput(t, size)
+		inputs[i] = clitest.RandomInput(t, size)
 	}
-	args := []string{"pipe", "--redis", redisURL(srv), "--name", "shared-pipe", "2MB/s"}
+	args := []string{"pipe", "--redis", clitest.RedisURL(srv), "--name", "shared-pipe", "2MB/s"}
 	begin := time.Now()
 	ps := make([]*proc, procs)
 	for i := range ps {
@@ -159,7 +159,7 @@ func checkSharedRun(t *testing.T, procs int, unit string, total, rate, burst flo
 // jobs). Each alone would be done in 0.7 s.
 func TestRunSharesRateThroughRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	const (
 		rate    = 20.0
 		perProc = 15
@@ -169,7 +169,7 @@ func TestRunSharesRateThroughRedis(t *testing.T) {
 	want := make([][]string, procs)
 	begin := time.Now()
 	for i := range ps {
-		args := []string{"run", "--redis", redisURL(srv), "--name", "shared-run", "--rate", "20/s", "--parallel", "2", "--", "echo", ":::"}
+		args := []string{"run", "--redis", clitest.RedisURL(srv), "--name", "shared-run", "--rate", "20/s", "--parallel", "2", "--", "echo", ":::"}
 		for j := range perProc {
 			job := fmt.Sprintf("p%d-job%02d", i, j)
 			args = append(args, job)
@@ -199,7 +199,7 @@ func TestRunSharesRateThroughRedis(t *testing.T) {
 // Bad --redis usage is a usage error (exit 2) with a message that says
 // what to do, before anything is read or run, and without Redis.
 func TestRedisFlagErrors(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -223,8 +223,8 @@ func TestRedisFlagErrors(t *testing.T) {
 		{[]string{"pipe", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "0", "1MB/s"}, "must be positive"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "0", "--rate", "1/s", "true"}, "must be positive"},
 	} {
-		stdout, stderr, code, _ := execStatus(t, bin, []byte("data\n"), "", c.args...)
-		if code != exitUsage || len(stdout) != 0 || !strings.Contains(stderr, c.want) {
+		stdout, stderr, code, _ := clitest.Exec(t, bin, []byte("data\n"), "", c.args...)
+		if code != command.ExitUsage || len(stdout) != 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, stdout, stderr, c.want)
 		}
 	}
@@ -251,16 +251,16 @@ func unusedAddr(t *testing.T) string {
 // (400 kB − one 64 KiB chunk)/400 kB/s = 0.84 s, where the 100 MB/s of RATE
 // would take 4 ms.
 func TestRedisUnreachableAtStart(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	url := "redis://" + unusedAddr(t) + "/0"
-	in := randomInput(t, 400_000)
+	in := clitest.RandomInput(t, 400_000)
 
-	out, stderr, code, _ := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", "x", "--fail-closed", "100MB/s")
-	if code != exitFail || len(out) != 0 || !strings.Contains(stderr, "cannot be reached") || !strings.Contains(stderr, "--fail-closed: not starting") {
+	out, stderr, code, _ := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "x", "--fail-closed", "100MB/s")
+	if code != command.ExitFail || len(out) != 0 || !strings.Contains(stderr, "cannot be reached") || !strings.Contains(stderr, "--fail-closed: not starting") {
 		t.Errorf("fail-closed: exit %d, %d bytes out, stderr %q; want exit 1, nothing out, and why", code, len(out), stderr)
 	}
-	out, stderr, code, _ = execStatus(t, bin, nil, "", "run", "--redis", url, "--name", "x", "--fail-closed", "--rate", "1/s", "--", "echo", ":::", "a")
-	if code != exitFail || len(out) != 0 || !strings.Contains(stderr, "--fail-closed: not starting") {
+	out, stderr, code, _ = clitest.Exec(t, bin, nil, "", "run", "--redis", url, "--name", "x", "--fail-closed", "--rate", "1/s", "--", "echo", ":::", "a")
+	if code != command.ExitFail || len(out) != 0 || !strings.Contains(stderr, "--fail-closed: not starting") {
 		t.Errorf("run fail-closed: exit %d, stdout %q, stderr %q; want exit 1, no job run", code, out, stderr)
 	}
 
@@ -268,14 +268,14 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 		{"pipe", "--redis", url, "--name", "x", "100MB/s"},
 		{"run", "--redis", url, "--name", "x", "--rate", "1/s", "--", "echo", ":::", "a"},
 	} {
-		out, stderr, code, _ = execStatus(t, bin, in, "", cmd...)
-		if code != exitFail || len(out) != 0 || !strings.Contains(stderr, "failing open needs --safe-rate until Redis has answered once") {
+		out, stderr, code, _ = clitest.Exec(t, bin, in, "", cmd...)
+		if code != command.ExitFail || len(out) != 0 || !strings.Contains(stderr, "failing open needs --safe-rate until Redis has answered once") {
 			t.Errorf("%s fail-open without --safe-rate: exit %d, %d bytes out, stderr %q; want exit 1, nothing out, and why", cmd[0], code, len(out), stderr)
 		}
 	}
 
-	out, stderr, code, took := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", "x", "--safe-rate", "400kB/s", "100MB/s")
-	if code != exitOK || !bytes.Equal(out, in) {
+	out, stderr, code, took := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "x", "--safe-rate", "400kB/s", "100MB/s")
+	if code != command.ExitOK || !bytes.Equal(out, in) {
 		t.Fatalf("fail-open: exit %d, %d of %d bytes out (equal: %v), stderr %q", code, len(out), len(in), bytes.Equal(out, in), stderr)
 	}
 	if !strings.Contains(stderr, "warning: redis at") || !strings.Contains(stderr, "running alone at 400 kB/s") {
@@ -290,12 +290,12 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 // why, and what it wrote is an unchanged prefix of its input. Failing open,
 // it says it goes on alone and copies everything.
 func TestPipeRedisDiesMidRun(t *testing.T) {
-	bin := buildBinary(t)
-	in := randomInput(t, 2_000_000)
+	bin := clitest.Binary(t)
+	in := clitest.RandomInput(t, 2_000_000)
 	for _, failClosed := range []bool{true, false} {
 		t.Run("fail-closed="+strconv.FormatBool(failClosed), func(t *testing.T) {
 			srv := redistest.Start(t)
-			args := []string{"pipe", "--redis", redisURL(srv), "--name", "dies", "1MB/s"}
+			args := []string{"pipe", "--redis", clitest.RedisURL(srv), "--name", "dies", "1MB/s"}
 			if failClosed {
 				args = append(args, "--fail-closed")
 			}
@@ -333,12 +333,12 @@ func TestPipeRedisDiesMidRun(t *testing.T) {
 				t.Fatalf("the output (%d bytes) is not a prefix of the input", len(out))
 			}
 			if failClosed {
-				if code != exitFail || len(out) == len(in) || !strings.Contains(stderr.String(), "redis unavailable and the limiter fails closed") {
+				if code != command.ExitFail || len(out) == len(in) || !strings.Contains(stderr.String(), "redis unavailable and the limiter fails closed") {
 					t.Errorf("exit %d, %d of %d bytes out, stderr %q; want exit 1 before the end, and why", code, len(out), len(in), stderr.String())
 				}
 				return
 			}
-			if code != exitOK || len(out) != len(in) || !strings.Contains(stderr.String(), "going on alone at 1.00 MB/s (fail-open)") {
+			if code != command.ExitOK || len(out) != len(in) || !strings.Contains(stderr.String(), "going on alone at 1.00 MB/s (fail-open)") {
 				t.Errorf("exit %d, %d of %d bytes out, stderr %q; want everything and a notice", code, len(out), len(in), stderr.String())
 			}
 		})
@@ -351,11 +351,11 @@ func TestPipeRedisDiesMidRun(t *testing.T) {
 // 1 MB/s.
 func TestPipeThroughRedisCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
-	bin := buildBinary(t)
-	in := randomInput(t, 600_000)
+	bin := clitest.Binary(t)
+	in := clitest.RandomInput(t, 600_000)
 	url := "redis+cluster://" + strings.Join(cl.Addrs(), ",")
-	out, stderr, code, took := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", "clustered", "1MB/s")
-	if code != exitOK || !bytes.Equal(out, in) {
+	out, stderr, code, took := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "clustered", "1MB/s")
+	if code != command.ExitOK || !bytes.Equal(out, in) {
 		t.Fatalf("exit %d, stderr %q, %d of %d bytes out (equal: %v)", code, stderr, len(out), len(in), bytes.Equal(out, in))
 	}
 	checkNotices(t, "pipe", stderr)
@@ -368,8 +368,8 @@ func TestPipeThroughRedisCluster(t *testing.T) {
 // says why, and exits with status 1; the jobs it started ran.
 func TestRunRedisDiesFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
-	args := []string{"run", "--redis", redisURL(srv), "--name", "dies", "--fail-closed", "--rate", "10/s", "--", "echo", ":::"}
+	bin := clitest.Binary(t)
+	args := []string{"run", "--redis", clitest.RedisURL(srv), "--name", "dies", "--fail-closed", "--rate", "10/s", "--", "echo", ":::"}
 	const jobs = 40
 	for j := range jobs {
 		args = append(args, "job"+strconv.Itoa(j))
@@ -396,7 +396,7 @@ func TestRunRedisDiesFailClosed(t *testing.T) {
 	}
 	err = cmd.Wait()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != exitFail {
+	if !errors.As(err, &exit) || exit.ExitCode() != command.ExitFail {
 		t.Fatalf("exit: %v, want status 1 (stderr %q)", err, stderr.String())
 	}
 	ran := append([]string{"job0"}, strings.Fields(string(rest))...)
@@ -422,13 +422,13 @@ func TestRunRedisDiesFailClosed(t *testing.T) {
 // must list only the long one.
 func TestPipeLeavesRegistryOnExit(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	const name = "leaving"
 	state := "ratelimit:{" + name + "}:state" // the registry: its p:<process id> fields
-	args := []string{"pipe", "--redis", redisURL(srv), "--name", name, "1MB/s"}
+	args := []string{"pipe", "--redis", clitest.RedisURL(srv), "--name", name, "1MB/s"}
 
 	long := exec.Command(bin, args...)
-	long.Stdin = bytes.NewReader(randomInput(t, 20_000_000))
+	long.Stdin = bytes.NewReader(clitest.RandomInput(t, 20_000_000))
 	long.Stderr = io.Discard
 	longOut, err := long.StdoutPipe()
 	if err != nil {
@@ -458,8 +458,8 @@ func TestPipeLeavesRegistryOnExit(t *testing.T) {
 	}
 
 	// Normal end.
-	out, stderr, code, _ := execStatus(t, bin, randomInput(t, 100_000), "", args...)
-	if code != exitOK || len(out) != 100_000 {
+	out, stderr, code, _ := clitest.Exec(t, bin, clitest.RandomInput(t, 100_000), "", args...)
+	if code != command.ExitOK || len(out) != 100_000 {
 		t.Fatalf("short pipe: exit %d, %d bytes, stderr %q", code, len(out), stderr)
 	}
 	if got := hlen(); got != "1" {
@@ -468,7 +468,7 @@ func TestPipeLeavesRegistryOnExit(t *testing.T) {
 
 	// SIGINT.
 	short := exec.Command(bin, args...)
-	short.Stdin = bytes.NewReader(randomInput(t, 5_000_000))
+	short.Stdin = bytes.NewReader(clitest.RandomInput(t, 5_000_000))
 	var shortErr bytes.Buffer
 	short.Stderr = &shortErr
 	shortOut, err := short.StdoutPipe()
@@ -555,7 +555,7 @@ func TestParseRedisURL(t *testing.T) {
 // (µs) fields, read while the process runs.
 func TestSharedStateKind(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	jobList := []string{"--", "echo", ":::"}
 	for i := range 50 {
 		jobList = append(jobList, strconv.Itoa(i))
@@ -573,9 +573,9 @@ func TestSharedStateKind(t *testing.T) {
 		{append([]string{"run", "--rate", "10/s", "--warmup", "1s"}, jobList...), "w", math.NaN(), 1e6},
 	} {
 		name := "kind" + strconv.Itoa(i)
-		args := append([]string{c.args[0], "--redis", redisURL(srv), "--name", name}, c.args[1:]...)
+		args := append([]string{c.args[0], "--redis", clitest.RedisURL(srv), "--name", name}, c.args[1:]...)
 		cmd := exec.Command(bin, args...)
-		cmd.Stdin = bytes.NewReader(randomInput(t, 5_000_000))
+		cmd.Stdin = bytes.NewReader(clitest.RandomInput(t, 5_000_000))
 		cmd.Stderr = io.Discard
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -611,30 +611,30 @@ func TestSharedStateKind(t *testing.T) {
 // copied or run.
 func TestRedisMisconfigured(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	srv.CLI("SET", "ratelimit:{taken}:state", "a string")
-	in := randomInput(t, 100_000)
+	in := clitest.RandomInput(t, 100_000)
 	check := func(url, name, want string) {
 		t.Helper()
-		out, stderr, code, _ := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", name, "--safe-rate", "1MB/s", "100MB/s")
-		assert.Equal(t, exitUsage, code, "pipe %s: %s", url, stderr)
+		out, stderr, code, _ := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", name, "--safe-rate", "1MB/s", "100MB/s")
+		assert.Equal(t, command.ExitUsage, code, "pipe %s: %s", url, stderr)
 		assert.Zero(t, len(out), "pipe %s: bytes copied", url)
 		assert.Contains(t, stderr, want, "pipe %s", url)
 		assert.NotContains(t, stderr, "cannot be reached", "pipe %s", url)
 		assert.NotContains(t, stderr, "running alone", "pipe %s", url)
 
-		dir := scriptDir(t)
-		_, stderr, code, _ = execStatus(t, bin, nil, dir, "run", "--redis", url, "--name", name, "--safe-rate", "10/s", "--rate", "100/s", "sh", "rec.sh", ":::", "a", "b")
-		assert.Equal(t, exitUsage, code, "run %s: %s", url, stderr)
-		assert.Empty(t, recorded(t, dir), "run %s ran jobs", url)
+		dir := clitest.ScriptDir(t)
+		_, stderr, code, _ = clitest.Exec(t, bin, nil, dir, "run", "--redis", url, "--name", name, "--safe-rate", "10/s", "--rate", "100/s", "sh", "rec.sh", ":::", "a", "b")
+		assert.Equal(t, command.ExitUsage, code, "run %s: %s", url, stderr)
+		assert.Empty(t, clitest.Recorded(t, dir), "run %s ran jobs", url)
 		assert.Contains(t, stderr, want, "run %s", url)
 	}
 	check("redis://"+srv.Addr()+"/99", "x", "DB index is out of range")
 	check("redis+cluster://"+srv.Addr(), "x", "cluster support disabled")
 	// Found by the first lease, not by the start-up PING.
-	check(redisURL(srv), "taken", "not the limiter state hash")
+	check(clitest.RedisURL(srv), "taken", "not the limiter state hash")
 	// Last: from here on the server wants a password.
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
 	check("redis://:wrong@"+srv.Addr()+"/0", "x", "WRONGPASS")
-	check(redisURL(srv), "x", "NOAUTH")
+	check(clitest.RedisURL(srv), "x", "NOAUTH")
 }

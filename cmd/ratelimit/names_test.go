@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -19,7 +21,7 @@ import (
 func holdName(t *testing.T, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Stdin = bytes.NewReader(randomInput(t, 5_000_000))
+	cmd.Stdin = bytes.NewReader(clitest.RandomInput(t, 5_000_000))
 	cmd.Stderr = io.Discard
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -40,8 +42,8 @@ func holdName(t *testing.T, bin string, args ...string) {
 // anything, unless --join says that adopting the stored limit is intended.
 func TestNamesCannotCollide(t *testing.T) {
 	srv := redistest.Start(t)
-	bin := buildBinary(t)
-	url := redisURL(srv)
+	bin := clitest.Binary(t)
+	url := clitest.RedisURL(srv)
 	holdName(t, bin, "pipe", "--redis", url, "--name", "col", "1MB/s")
 	jobs := func(n int) []string {
 		args := []string{"sh", "rec.sh", ":::"}
@@ -51,35 +53,35 @@ func TestNamesCannotCollide(t *testing.T) {
 		return args
 	}
 
-	dir := scriptDir(t)
-	_, stderr, code, _ := execStatus(t, bin, nil, dir, append([]string{"run", "--redis", url, "--name", "col", "--rate", "1/s"}, jobs(5)...)...)
-	assert.Equal(t, exitUsage, code, stderr)
+	dir := clitest.ScriptDir(t)
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, append([]string{"run", "--redis", url, "--name", "col", "--rate", "1/s"}, jobs(5)...)...)
+	assert.Equal(t, command.ExitUsage, code, stderr)
 	assert.Equal(t, "ratelimit run: name \"col\" holds 1e+06/s bytes (a pipe); --join adopts it\n", stderr)
-	assert.Empty(t, recorded(t, dir), "a refused run ran jobs")
+	assert.Empty(t, clitest.Recorded(t, dir), "a refused run ran jobs")
 
 	// --join: the run adopts the pipe's rate (5 jobs at 1e6/s).
-	_, stderr, code, _ = execStatus(t, bin, nil, dir, append([]string{"run", "--join", "--redis", url, "--name", "col", "--rate", "1/s"}, jobs(5)...)...)
-	assert.Equal(t, exitOK, code, stderr)
-	assert.Len(t, recorded(t, dir), 5)
+	_, stderr, code, _ = clitest.Exec(t, bin, nil, dir, append([]string{"run", "--join", "--redis", url, "--name", "col", "--rate", "1/s"}, jobs(5)...)...)
+	assert.Equal(t, command.ExitOK, code, stderr)
+	assert.Len(t, clitest.Recorded(t, dir), 5)
 	assert.NotContains(t, stderr, "holds")
 
 	// The same rate and unit of another kind.
-	in := randomInput(t, 10_000)
-	out, stderr, code, _ := execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", "col", "--warmup", "1s", "1MB/s")
-	assert.Equal(t, exitUsage, code, stderr)
+	in := clitest.RandomInput(t, 10_000)
+	out, stderr, code, _ := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "col", "--warmup", "1s", "1MB/s")
+	assert.Equal(t, command.ExitUsage, code, stderr)
 	assert.Equal(t, "ratelimit pipe: name \"col\" holds 1e+06/s bytes, with no warm-up (a pipe); --join adopts it\n", stderr)
 	assert.Zero(t, len(out), "a refused pipe copied bytes")
 
 	// The same configuration joins.
-	out, stderr, code, _ = execStatus(t, bin, in, "", "pipe", "--redis", url, "--name", "col", "1MB/s")
-	assert.Equal(t, exitOK, code, stderr)
+	out, stderr, code, _ = clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "col", "1MB/s")
+	assert.Equal(t, command.ExitOK, code, stderr)
 	assert.Equal(t, in, out)
 
 	// A pipe cannot join a run's name by accident either.
 	holdName(t, bin, append([]string{"run", "--redis", url, "--name", "jobs", "--rate", "2/s", "--", "echo"}, jobs(50)[2:]...)...)
 	// (Four bytes: joined, they take 2 s at the run's 2/s.)
-	out, stderr, code, _ = execStatus(t, bin, []byte("abc\n"), "", "pipe", "--redis", url, "--name", "jobs", "2B/s")
-	assert.Equal(t, exitUsage, code, stderr)
+	out, stderr, code, _ = clitest.Exec(t, bin, []byte("abc\n"), "", "pipe", "--redis", url, "--name", "jobs", "2B/s")
+	assert.Equal(t, command.ExitUsage, code, stderr)
 	assert.Equal(t, "ratelimit pipe: name \"jobs\" holds 2/s jobs (a run); --join adopts it\n", stderr)
 	assert.Zero(t, len(out), "a refused pipe copied bytes")
 }

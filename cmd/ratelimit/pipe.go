@@ -15,6 +15,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/shape"
 )
@@ -91,7 +92,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), pipeUsage+redisHelp("bytes")+pipeUsageEnd)
 		fs.PrintDefaults()
 	}
-	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return status
 	}
@@ -105,12 +106,12 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	shared, err := rf.check(units.ByteRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	var lim ratelimit.Acquirer
 	stopShared := func() {}
@@ -118,12 +119,12 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		local, err := cfg.newLimiter()
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitUsage
+			return command.ExitUsage
 		}
 		lim = local
 	} else {
 		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, cfg.distributedOptions(), shape.FormatRate)
-		if status != exitOK {
+		if status != command.ExitOK {
 			return status
 		}
 		lim, stopShared = sl, stop
@@ -141,7 +142,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		stopShared()
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	stopProgress := func() {}
 	if cfg.progress || !cfg.quiet && isTerminal(stderr) {
@@ -150,7 +151,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Interrupted, the progress line still ends with a newline (the
 	// shell's prompt must not be drawn over it), and a shared limit gives
 	// its permits back and leaves the registry at once.
-	finish := exitOnSignal(func() {
+	finish := command.ExitOnSignal(func() {
 		stopProgress()
 		stopShared()
 	})
@@ -168,9 +169,9 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = de.Cause
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return misconfiguredStatus(err, exitFail)
+		return misconfiguredStatus(err, command.ExitFail)
 	}
-	return exitOK
+	return command.ExitOK
 }
 
 func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, quiet bool, words []string) (pipeConfig, error) {

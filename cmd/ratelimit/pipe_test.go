@@ -2,54 +2,24 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
-
-// execStatus runs bin with args, stdin as given, and returns stdout, stderr,
-// the exit status and the wall time the process took.
-func execStatus(t *testing.T, bin string, stdin []byte, dir string, args ...string) (stdout []byte, stderr string, code int, took time.Duration) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	took = time.Since(start)
-	if err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatalf("running %v: %v", args, err)
-		}
-		code = exit.ExitCode()
-	}
-	return out.Bytes(), errb.String(), code, took
-}
-
-func randomInput(t *testing.T, n int) []byte {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // The built binary copies its input byte for byte, whatever the chunk,
 // burst or warm-up, and it really limits: 2 MB at 40 MB/s from an empty
 // bucket cannot take less than (2 MB - one chunk) / 40 MB/s = 49 ms.
 func TestPipeBinary(t *testing.T) {
-	bin := buildBinary(t)
-	in := randomInput(t, 4<<20)
+	bin := clitest.Binary(t)
+	in := clitest.RandomInput(t, 4<<20)
 	for _, args := range [][]string{
 		{"1GB/s"},
 		{"--rate", "8Gbit", "--chunk", "1000"},
@@ -57,7 +27,7 @@ func TestPipeBinary(t *testing.T) {
 		{"1GB/s", "--warmup", "50ms"},
 		{"inf"},
 	} {
-		out, stderr, code, _ := execStatus(t, bin, in, "", append([]string{"pipe"}, args...)...)
+		out, stderr, code, _ := clitest.Exec(t, bin, in, "", append([]string{"pipe"}, args...)...)
 		if code != 0 || stderr != "" {
 			t.Errorf("pipe %v: exit %d, stderr %q", args, code, stderr)
 		}
@@ -66,7 +36,7 @@ func TestPipeBinary(t *testing.T) {
 		}
 	}
 
-	out, _, code, took := execStatus(t, bin, in[:2_000_000], "", "pipe", "40MB/s")
+	out, _, code, took := clitest.Exec(t, bin, in[:2_000_000], "", "pipe", "40MB/s")
 	if code != 0 || !bytes.Equal(out, in[:2_000_000]) {
 		t.Fatalf("pipe 40MB/s: exit %d, %d bytes out", code, len(out))
 	}
@@ -101,13 +71,13 @@ func TestPipeBadArguments(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"pipe"}, tc.args...), strings.NewReader("data"), &stdout, &stderr)
-		if code != exitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), tc.want) {
+		if code != command.ExitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("pipe %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout.String(), stderr.String(), tc.want)
 		}
 	}
 	// Through the binary too: the exit status is the process's.
-	bin := buildBinary(t)
-	if _, stderr, code, _ := execStatus(t, bin, nil, "", "pipe", "5 parsecs"); code != 2 || !strings.HasPrefix(stderr, `ratelimit pipe: rate "5 parsecs": unknown unit`) {
+	bin := clitest.Binary(t)
+	if _, stderr, code, _ := clitest.Exec(t, bin, nil, "", "pipe", "5 parsecs"); code != 2 || !strings.HasPrefix(stderr, `ratelimit pipe: rate "5 parsecs": unknown unit`) {
 		t.Errorf("binary: exit %d, stderr %q", code, stderr)
 	}
 	// help prints the usage and succeeds.
@@ -120,7 +90,7 @@ func TestPipeBadArguments(t *testing.T) {
 // In process, with io.Readers that are not files: the same bytes come out,
 // and no progress line is drawn on a stderr that is not a terminal.
 func TestPipeInProcess(t *testing.T) {
-	in := randomInput(t, 1<<20)
+	in := clitest.RandomInput(t, 1<<20)
 	var stdout, stderr bytes.Buffer
 	if code := runPipe([]string{"--chunk", "3KiB", "4GB/s"}, bytes.NewReader(in), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -129,7 +99,7 @@ func TestPipeInProcess(t *testing.T) {
 		t.Errorf("%d bytes out, stderr %q", stdout.Len(), stderr.String())
 	}
 	// A failing writer is exit status 1 with the error.
-	if code := runPipe([]string{"inf"}, bytes.NewReader(in), failWriter{}, &stderr); code != exitFail || !strings.Contains(stderr.String(), "disk full") {
+	if code := runPipe([]string{"inf"}, bytes.NewReader(in), failWriter{}, &stderr); code != command.ExitFail || !strings.Contains(stderr.String(), "disk full") {
 		t.Errorf("failing output: exit %d, stderr %q", code, stderr.String())
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -95,14 +96,14 @@ func runProxy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), proxyUsage)
 		fs.PrintDefaults()
 	}
-	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return status
 	}
 	cfg, err := proxyConfigFrom(&f, fs, words)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -135,19 +136,19 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		rs, err := throttle.NewRedisStore(client, throttle.WithCallTimeout(redisCallTimeout))
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-			return exitUsage
+			return command.ExitUsage
 		}
 		store = rs
 		storeName = "redis " + c.redisWhere
 		if err := c.checkRedis(ctx, client, store, stderr); err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-			return exitUsage
+			return command.ExitUsage
 		}
 	} else {
 		ms, err := throttle.NewMemoryStore(throttle.WithMaxKeys(c.maxKeys), throttle.WithStoreClock(millisecondClock{}))
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: --max-keys: %v\n", err)
-			return exitUsage
+			return command.ExitUsage
 		}
 		store = ms
 		storeName = fmt.Sprintf("memory store (at most %d keys)", c.maxKeys)
@@ -155,13 +156,13 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	p, err := c.newProxy(store, storeName, errLog)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-		return exitUsage
+		return command.ExitUsage
 	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-		return exitFail
+		return command.ExitFail
 	}
 	if c.maxConnsPerClient > 0 {
 		cl := &capLog{max: c.maxConnsPerClient, log: errLog, now: time.Now}
@@ -182,7 +183,7 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		if err != nil {
 			ln.Close()
 			fmt.Fprintf(stderr, "ratelimit proxy: --metrics: %v\n", err)
-			return exitFail
+			return command.ExitFail
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", &p.metrics)
@@ -201,12 +202,12 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	for i, s := range servers {
 		go func() { failed <- s.Serve(listeners[i]) }()
 	}
-	status := exitOK
+	status := command.ExitOK
 	select {
 	case <-ctx.Done():
 	case err := <-failed:
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-		status = exitFail
+		status = command.ExitFail
 	}
 	fmt.Fprintln(stderr, "ratelimit proxy: shutting down, letting requests in flight finish")
 	drain, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -214,7 +215,7 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	for _, s := range servers {
 		if err := s.Shutdown(drain); err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: shutdown: %v\n", err)
-			status = exitFail
+			status = command.ExitFail
 		}
 	}
 	p.store.close()

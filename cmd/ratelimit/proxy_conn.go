@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
 // connCap is a listener that keeps at most max connections open at once
@@ -131,6 +133,6 @@ func (c *capLog) refused(a netip.Addr) {
 	for i, a := range c.from {
 		from[i] = a.String()
 	}
-	c.log.Printf("closed %d %s over --max-conns-per-client %d (from %s)", c.n, plural(int64(c.n), "connection", "connections"), c.max, strings.Join(from, ", "))
+	c.log.Printf("closed %d %s over --max-conns-per-client %d (from %s)", c.n, command.Plural(int64(c.n), "connection", "connections"), c.max, strings.Join(from, ", "))
 	c.lastLine, c.n, c.from = now, 0, c.from[:0]
 }

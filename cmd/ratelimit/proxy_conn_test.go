@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
 
 // These tests hold the proxy to issue 23's connection items, driving the
@@ -49,7 +51,7 @@ func readResponse(t *testing.T, c net.Conn, br *bufio.Reader, d time.Duration) (
 // of them sending a keep-alive request and half nothing; another client is
 // still served within a second.
 func TestProxyRefusedClientHoldsNoFDs(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Fatalf("prlimit (util-linux) is needed to limit the proxy's file descriptors: %v", err)
@@ -117,7 +119,7 @@ func TestProxyRefusedClientHoldsNoFDs(t *testing.T) {
 // TestProxyTrustedProxyHasNoConnCap: a load balancer carries many clients;
 // its connections are not capped.
 func TestProxyTrustedProxyHasNoConnCap(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	for _, tc := range []struct {
 		trusted bool
 		want    int // connections served of 8
@@ -154,7 +156,7 @@ func TestProxyTrustedProxyHasNoConnCap(t *testing.T) {
 // answer within --upstream-timeout gives 504; an idle connection is closed
 // after --idle-timeout; headers past --max-header-bytes get 431.
 func TestProxyTimeouts(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	var bodies sync.Map // path -> bytes the backend read, or an error
 	release := make(chan struct{})
 	defer close(release)
@@ -251,7 +253,7 @@ func TestProxyTimeouts(t *testing.T) {
 // 8 connections to the backend, not one per request (Go's default idle
 // pool of 2 per host opened hundreds, leaving as many in TIME_WAIT).
 func TestProxyUpstreamReusesConnections(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	var opened atomic.Int64
 	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "backend")

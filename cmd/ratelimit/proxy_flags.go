@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/httplimit"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
@@ -165,15 +166,8 @@ type stringsFlag []string
 func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
-// given reports which flags the command line set.
-func given(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
-}
-
 func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyConfig, error) {
-	set := given(fs)
+	set := command.Given(fs)
 	c := &proxyConfig{listen: f.listen, metrics: f.metrics, trusted: f.trusted, redisURL: f.redis, failOpen: f.failOpen,
 		configFile: f.config, idleTimeout: f.idleTimeout, readTimeout: f.readTimeout, upstreamTimeout: f.upstreamTimeout,
 		maxConnsPerClient: f.maxConnsPerClient}

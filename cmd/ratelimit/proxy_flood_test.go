@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/testlong"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -87,7 +88,7 @@ func testProxyConfig(t *testing.T, args ...string) *proxyConfig {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	var f proxyFlags
 	f.register(fs)
-	words, err := parseInterspersed(fs, args)
+	words, err := command.ParseInterspersed(fs, args)
 	if err != nil {
 		t.Fatal(err)
 	}

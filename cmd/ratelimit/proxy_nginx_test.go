@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
 
 // The differential test: nginx's limit_req and our proxy with the mapped
@@ -302,7 +304,7 @@ func TestProxyHoldsAsNginx(t *testing.T) {
 	scenarios := nginxScenarios()
 	be := backend(t)
 	nginxAddr := startNginx(t, scenarios, be.URL)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	for i, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			want := s.expect()
@@ -421,7 +423,7 @@ func (s nginxScenario) compare(t *testing.T, want []expectation, nginxSeen, ours
 // the freed place and is served at 200 ms; a fourth at 120 ms is refused.
 // The backend sees two requests, and the metrics say so.
 func TestProxyQueueClientGone(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	var reached atomic.Int64
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
 	t.Cleanup(be.Close)

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -29,27 +31,7 @@ import (
 // with more environment variables.
 func runProxyEnv(t *testing.T, bin string, env []string, args ...string) (stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	var out strings.Builder
-	cmd.Stderr = &out
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exit, ok := err.(*exec.ExitError); ok {
-			return out.String(), exit.ExitCode()
-		}
-		return out.String(), 0
-	case <-time.After(lineTimeout):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("proxy %v still running after %v; stderr: %s", args, lineTimeout, out.String())
-		return "", -1
-	}
+	return clitest.RunToExit(t, bin, env, lineTimeout, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
 }
 
 // TestProxyRedisSetUpWrong: a Redis that answers but is set up wrong makes
@@ -57,7 +39,7 @@ func runProxyEnv(t *testing.T, bin string, env []string, args ...string) (stderr
 // $REDIS_PASSWORD works; set up wrong later, requests get 503, never
 // unlimited.
 func TestProxyRedisSetUpWrong(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
 	// A user that PING lets in but that may not run the limiter's
@@ -88,7 +70,7 @@ func TestProxyRedisSetUpWrong(t *testing.T) {
 				args = append([]string{"--fail-open"}, args...)
 			}
 			stderr, code := runProxyEnv(t, bin, tc.env, args...)
-			if code != exitUsage || !strings.HasPrefix(stderr, "ratelimit proxy: redis at ") || !strings.Contains(stderr, "set up wrong") {
+			if code != command.ExitUsage || !strings.HasPrefix(stderr, "ratelimit proxy: redis at ") || !strings.Contains(stderr, "set up wrong") {
 				t.Errorf("%s (fail-open %v): status %d, stderr %q; want 2 and the reason", tc.name, failOpen, code, stderr)
 			}
 			if strings.Contains(stderr, "s3cret") {
@@ -126,11 +108,11 @@ var outageEndRE = regexp.MustCompile(`outage ended after [0-9.]+m?s: (\d+) reque
 // outage is logged when it begins, with the reason, and when it ends, with
 // its duration and the requests it failed. The backend's outages too.
 func TestProxyOutagesLogged(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	srv := redistest.Start(t)
 	be := backend(t)
 	for _, failOpen := range []bool{false, true} {
-		args := []string{"--limit", "1000/d", "--redis", redisURL(srv), be.URL}
+		args := []string{"--limit", "1000/d", "--redis", clitest.RedisURL(srv), be.URL}
 		want := "failed closed (503)"
 		if failOpen {
 			args, want = append([]string{"--fail-open"}, args...), "failed open"
@@ -261,7 +243,7 @@ func rawGet(t *testing.T, addr, target string, headers ...string) (int, echoed) 
 // TestProxyPathsCannotEscape: --key route keys on the cleaned path, and the
 // backend gets that path.
 func TestProxyPathsCannotEscape(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	p := startProxy(t, bin, "--limit", "1/d", "--key", "route", echoBackend(t).URL)
 	code, e := rawGet(t, p.addr, "//a")
 	if code != 200 || e.Path != "/a" || e.RequestURI != "/a" {
@@ -291,7 +273,7 @@ func TestProxyPathsCannotEscape(t *testing.T) {
 // X-Forwarded-* and Forwarded never reaches the backend; what does is what
 // the proxy knows, with the chain of a trusted proxy.
 func TestProxyForwardingHeaders(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	be := echoBackend(t)
 	spoof := []string{"X-Real-IP: 6.6.6.6", "X-Forwarded-For: 6.6.6.6", "Forwarded: for=6.6.6.6;proto=https",
 		"X-Forwarded-Host: evil.test", "X-Forwarded-Proto: https", "X-Forwarded-Port: 1"}
@@ -319,7 +301,7 @@ func TestProxyForwardingHeaders(t *testing.T) {
 // the new limits apply from the line that says so, and a bad file keeps the
 // old limits and says why.
 func TestProxyReload(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	conf := filepath.Join(t.TempDir(), "limits")
 	write := func(s string) {
 		t.Helper()
@@ -407,7 +389,7 @@ func TestProxyReload(t *testing.T) {
 // proxy does, from --redis-password-file or $REDIS_PASSWORD, so that it
 // need not be on the command line; a wrong one is still exit 2.
 func TestRedisPasswordFromFileOrEnv(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
 	pwFile := filepath.Join(t.TempDir(), "pw")
@@ -420,15 +402,15 @@ func TestRedisPasswordFromFileOrEnv(t *testing.T) {
 		args []string
 		want int
 	}{
-		{"file", nil, []string{"--redis-password-file", pwFile}, exitOK},
-		{"environment", []string{"REDIS_PASSWORD=s3cret"}, nil, exitOK},
-		{"wrong environment", []string{"REDIS_PASSWORD=nope"}, nil, exitUsage},
+		{"file", nil, []string{"--redis-password-file", pwFile}, command.ExitOK},
+		{"environment", []string{"REDIS_PASSWORD=s3cret"}, nil, command.ExitOK},
+		{"wrong environment", []string{"REDIS_PASSWORD=nope"}, nil, command.ExitUsage},
 	} {
 		for _, cmdArgs := range [][]string{
 			{"pipe", "--name", "pw-pipe", "1MB/s"},
 			{"run", "--name", "pw-run", "--rate", "100/s", "true", ":::", "a"},
 		} {
-			args := append([]string{cmdArgs[0], "--redis", redisURL(srv)}, tc.args...)
+			args := append([]string{cmdArgs[0], "--redis", clitest.RedisURL(srv)}, tc.args...)
 			args = append(args, cmdArgs[1:]...)
 			cmd := exec.Command(bin, args...)
 			cmd.Env = append(os.Environ(), tc.env...)

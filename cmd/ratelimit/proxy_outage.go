@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
 // outageLog logs the failures of one thing the proxy depends on (the
@@ -77,7 +79,7 @@ func (o *outageLog) count(outcome string) {
 func (o *outageLog) summary() string {
 	parts := make([]string, len(o.counts))
 	for i, c := range o.counts {
-		parts[i] = fmt.Sprintf("%d %s %s", c.n, plural(c.n, "request", "requests"), c.outcome)
+		parts[i] = fmt.Sprintf("%d %s %s", c.n, command.Plural(c.n, "request", "requests"), c.outcome)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -110,11 +112,4 @@ func round(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 	return d.Round(100 * time.Millisecond)
-}
-
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

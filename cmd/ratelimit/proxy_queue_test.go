@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -512,7 +513,7 @@ func TestQueueFlagsInConfigFile(t *testing.T) {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	var f proxyFlags
 	f.register(fs)
-	words, err := parseInterspersed(fs, []string{"--listen", "127.0.0.1:0", "--queue", "2", "--config", path, "http://127.0.0.1:1"})
+	words, err := command.ParseInterspersed(fs, []string{"--listen", "127.0.0.1:0", "--queue", "2", "--config", path, "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

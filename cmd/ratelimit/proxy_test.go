@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -304,7 +306,7 @@ func metricsOf(t *testing.T, p *proxyProc) string {
 }
 
 func TestProxy(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 
 	t.Run("bad flags", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -336,8 +338,8 @@ func TestProxy(t *testing.T) {
 			{[]string{"--listen", "nowhere", "--limit", "10/s", "http://x"}, "--listen"},
 			{[]string{"--listen", ":0", "--limit", "10/s", "--bogus", "http://x"}, "ratelimit proxy: flag provided but not defined: -bogus (see ratelimit help proxy)"},
 		} {
-			_, stderr, code := runBinary(t, bin, "", append([]string{"proxy"}, tc.args...)...)
-			if code != exitUsage || !strings.Contains(stderr, tc.msg) {
+			_, stderr, code := clitest.Run(t, bin, "", append([]string{"proxy"}, tc.args...)...)
+			if code != command.ExitUsage || !strings.Contains(stderr, tc.msg) {
 				t.Errorf("%v: status %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.msg)
 			}
 			// One line in the CLI's style, as pipe, run and trace.
@@ -349,8 +351,8 @@ func TestProxy(t *testing.T) {
 
 	// Help goes where every command's goes: standard output, status 0.
 	t.Run("help", func(t *testing.T) {
-		stdout, stderr, code := runBinary(t, bin, "", "proxy", "-h")
-		if code != exitOK || stderr != "" || !strings.HasPrefix(stdout, "Usage: ratelimit proxy") || !strings.Contains(stdout, "-max-conns-per-client") {
+		stdout, stderr, code := clitest.Run(t, bin, "", "proxy", "-h")
+		if code != command.ExitOK || stderr != "" || !strings.HasPrefix(stdout, "Usage: ratelimit proxy") || !strings.Contains(stdout, "-max-conns-per-client") {
 			t.Errorf("proxy -h: status %d, stderr %q, stdout %.80q", code, stderr, stdout)
 		}
 	})
@@ -445,7 +447,7 @@ func TestProxy(t *testing.T) {
 	t.Run("redis shared by two proxies", func(t *testing.T) {
 		srv := redistest.Start(t)
 		be := backend(t)
-		args := []string{"--limit", "20/d", "--trusted-proxy", "127.0.0.1", "--redis", redisURL(srv), be.URL}
+		args := []string{"--limit", "20/d", "--trusted-proxy", "127.0.0.1", "--redis", clitest.RedisURL(srv), be.URL}
 		a, b := startProxy(t, bin, args...), startProxy(t, bin, args...)
 		for c, n := range hammer(t, []*proxyProc{a, b}, 3, 60, `"default";q=20;w=86400`) {
 			if n != 20 {
@@ -457,7 +459,7 @@ func TestProxy(t *testing.T) {
 	t.Run("redis killed", func(t *testing.T) {
 		srv := redistest.Start(t)
 		be := backend(t)
-		args := []string{"--limit", "20/d", "--redis", redisURL(srv), "--metrics", "127.0.0.1:0", be.URL}
+		args := []string{"--limit", "20/d", "--redis", clitest.RedisURL(srv), "--metrics", "127.0.0.1:0", be.URL}
 		closed := startProxy(t, bin, args...)
 		open := startProxy(t, bin, append([]string{"--fail-open"}, args...)...)
 		for _, p := range []*proxyProc{closed, open} {
@@ -498,7 +500,7 @@ func TestProxy(t *testing.T) {
 	// configured. The client gives up after 2.5 s, far above the bound.
 	t.Run("redis hung", func(t *testing.T) {
 		srv := redistest.Start(t)
-		p := startProxy(t, bin, "--limit", "20/d", "--redis", redisURL(srv), backend(t).URL)
+		p := startProxy(t, bin, "--limit", "20/d", "--redis", clitest.RedisURL(srv), backend(t).URL)
 		if r := get(t, "http://"+p.addr+"/", ""); r.code != 200 {
 			t.Fatalf("with Redis up: %d", r.code)
 		}
@@ -517,7 +519,7 @@ func TestProxy(t *testing.T) {
 
 	t.Run("redis down at start", func(t *testing.T) {
 		srv := redistest.Start(t)
-		url := redisURL(srv)
+		url := clitest.RedisURL(srv)
 		srv.Kill()
 		p := startProxy(t, bin, "--limit", "20/d", "--redis", url, backend(t).URL)
 		p.waitStderr(t, "does not answer")

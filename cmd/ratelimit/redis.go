@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -269,7 +270,7 @@ func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLi
 }
 
 // begin is what pipe and run do to share their limit: open the limiter,
-// check that Redis answers (start) and watch it. A status other than exitOK
+// check that Redis answers (start) and watch it. A status other than command.ExitOK
 // means the command must exit with it; the error has been printed on w.
 // Otherwise stop, to be deferred, ends the watch and closes the limiter,
 // giving unspent permits back.
@@ -277,21 +278,21 @@ func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []di
 	sl, err := c.open(rate, opts...)
 	if err != nil {
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
-		return nil, nil, exitUsage
+		return nil, nil, command.ExitUsage
 	}
 	if err := sl.start(w, prefix, format); err != nil {
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
 		sl.close(w, prefix)
 		if errors.Is(err, errMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) {
-			return nil, nil, exitUsage
+			return nil, nil, command.ExitUsage
 		}
-		return nil, nil, exitFail
+		return nil, nil, command.ExitFail
 	}
 	stopWatch := sl.watch(w, prefix, format)
 	return sl, func() {
 		stopWatch()
 		sl.close(w, prefix)
-	}, exitOK
+	}, command.ExitOK
 }
 
 // errMisconfigured marks a start-up failure that is a configuration error
@@ -303,7 +304,7 @@ var errMisconfigured = errors.New("not set up for this limit")
 // wait can fix; else status.
 func misconfiguredStatus(err error, status int) int {
 	if errors.Is(err, distributed.ErrMisconfigured) {
-		return exitUsage
+		return command.ExitUsage
 	}
 	return status
 }

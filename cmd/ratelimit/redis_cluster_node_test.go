@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -14,7 +16,7 @@ import (
 // case in TestRLSRedisCluster.
 func TestClusterNodeAsServer(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	url := "redis://" + cl.Addrs()[0]
 	const why = "node of a Redis Cluster"
 	for _, failOpen := range []bool{false, true} {
@@ -22,7 +24,7 @@ func TestClusterNodeAsServer(t *testing.T) {
 		if failOpen {
 			args = append([]string{"--fail-open"}, args...)
 		}
-		if stderr, code := runProxyEnv(t, bin, nil, args...); code != exitUsage || !strings.Contains(stderr, why) {
+		if stderr, code := runProxyEnv(t, bin, nil, args...); code != command.ExitUsage || !strings.Contains(stderr, why) {
 			t.Errorf("proxy (fail-open %v): status %d, stderr %q", failOpen, code, stderr)
 		}
 	}
@@ -30,7 +32,7 @@ func TestClusterNodeAsServer(t *testing.T) {
 		{"pipe", "--redis", url, "--name", "node", "1MB/s"},
 		{"run", "--redis", url, "--name", "node", "--rate", "10/s", "--", "true", ":::", "a"},
 	} {
-		if _, stderr, code, _ := execStatus(t, bin, []byte("x"), "", args...); code != exitUsage || !strings.Contains(stderr, why) {
+		if _, stderr, code, _ := clitest.Exec(t, bin, []byte("x"), "", args...); code != command.ExitUsage || !strings.Contains(stderr, why) {
 			t.Errorf("%s: status %d, stderr %q", args[0], code, stderr)
 		}
 	}

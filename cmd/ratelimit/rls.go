@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/rls"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -140,20 +141,18 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), rlsUsage)
 		fs.PrintDefaults()
 	}
-	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return status
 	}
 	const prefix = "ratelimit rls"
 	if len(words) > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q (the configuration is given with --config PATH)\n", prefix, words[0])
-		return exitUsage
+		return command.ExitUsage
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if err := c.resolve(given, redisURL, os.LookupEnv); err != nil {
+	if err := c.resolve(command.Given(fs), redisURL, os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	if c.check {
 		return c.runCheck(stdout, stderr)

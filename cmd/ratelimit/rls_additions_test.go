@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -139,8 +141,8 @@ func TestRLSRedisCluster(t *testing.T) {
 
 	// A single-server URL for a Cluster node is a misconfiguration:
 	// exit status 2 at start, not MOVED answers forever.
-	stdout, stderr, code := runBinary(t, buildBinary(t), "", "rls", "--config", cfg, "--redis", "redis://"+c.Addrs()[0],
+	stdout, stderr, code := clitest.Run(t, clitest.Binary(t), "", "rls", "--config", cfg, "--redis", "redis://"+c.Addrs()[0],
 		"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
-	assert.Equal(t, exitUsage, code, "stdout %q stderr %q", stdout, stderr)
+	assert.Equal(t, command.ExitUsage, code, "stdout %q stderr %q", stdout, stderr)
 	assert.Contains(t, stderr, "node of a Redis Cluster")
 }

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -63,16 +65,16 @@ func TestRLSRedisMisconfigured(t *testing.T) {
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	for _, url := range []string{
 		"redis://" + srv.Addr() + "/0",
 		"redis://:wrong@" + srv.Addr() + "/0",
 		"redis://:secret@" + srv.Addr() + "/99",
 		"redis+cluster://:secret@" + srv.Addr(),
 	} {
-		stdout, stderr, code := runBinary(t, bin, "", "rls", "--config", cfg, "--redis", url,
+		stdout, stderr, code := clitest.Run(t, bin, "", "rls", "--config", cfg, "--redis", url,
 			"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
-		assert.Equal(t, exitUsage, code, "%s: stdout %q stderr %q", url, stdout, stderr)
+		assert.Equal(t, command.ExitUsage, code, "%s: stdout %q stderr %q", url, stdout, stderr)
 		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%s: %q", url, stderr)
 		assert.Contains(t, stderr, "set up wrong", url)
 		assert.NotContains(t, stderr, "secret", "the password is not printed")
@@ -167,7 +169,7 @@ func TestRLSGracefulStop(t *testing.T) {
 	for range n {
 		assert.NoError(t, <-errs)
 	}
-	assert.Equal(t, exitOK, p.wait(), "stderr: %s", p.stderr.String())
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
 }
 
 // TestRLSRefusalCache: with --refusal-cache, a counter over its limit is

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -42,10 +43,10 @@ func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
 	cfg, err := c.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit rls: %v\n", err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	fmt.Fprintf(stdout, "ratelimit rls: %s is valid: %s\n", c.configPath, describeConfig(cfg))
-	return exitOK
+	return command.ExitOK
 }
 
 // load reads the configuration at configPath.
@@ -60,7 +61,7 @@ func (c *rlsConfig) load() (*rls.Config, error) {
 func describeConfig(cfg *rls.Config) string {
 	d := cfg.Domains()
 	files := len(cfg.Files())
-	return fmt.Sprintf("%d file%s, domain%s %s", files, plural(int64(files), "", "s"), plural(int64(len(d)), "", "s"), strings.Join(d, ", "))
+	return fmt.Sprintf("%d file%s, domain%s %s", files, command.Plural(int64(files), "", "s"), command.Plural(int64(len(d)), "", "s"), strings.Join(d, ", "))
 }
 
 // serviceOptions are the rls options the flags ask for.
@@ -232,18 +233,18 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	cfg, err := c.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	store, storeName, closeStore, err := c.openStore(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	defer closeStore()
 	svc, err := rls.New(cfg, store, c.serviceOptions()...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	errLog := log.New(stderr, prefix+": ", 0)
 
@@ -267,16 +268,16 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	grpcLn, ok := listen("grpc", c.grpcAddr)
 	if !ok {
-		return exitFail
+		return command.ExitFail
 	}
 	httpLn, ok := listen("http", c.httpAddr)
 	if !ok {
-		return exitFail
+		return command.ExitFail
 	}
 	var metricsLn net.Listener
 	if c.metricsAddr != "" {
 		if metricsLn, ok = listen("metrics", c.metricsAddr); !ok {
-			return exitFail
+			return command.ExitFail
 		}
 	}
 
@@ -327,12 +328,12 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	if metricsLn != nil {
 		go func() { failed <- servers[1].Serve(metricsLn) }()
 	}
-	status := exitOK
+	status := command.ExitOK
 	select {
 	case <-ctx.Done():
 	case err := <-failed:
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		status = exitFail
+		status = command.ExitFail
 	}
 	fmt.Fprintf(stderr, "%s: shutting down, letting calls in flight finish\n", prefix)
 	hl.set(false)
@@ -346,7 +347,7 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	for _, s := range servers {
 		if err := s.Shutdown(drain); err != nil {
 			fmt.Fprintf(stderr, "%s: shutdown: %v\n", prefix, err)
-			status = exitFail
+			status = command.ExitFail
 		}
 	}
 	select {
@@ -354,7 +355,7 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	case <-drain.Done():
 		gs.Stop()
 		fmt.Fprintf(stderr, "%s: shutdown: gRPC calls still running after %v: stopped\n", prefix, rlsShutdownTimeout)
-		status = exitFail
+		status = command.ExitFail
 	}
 	return status
 }

@@ -32,6 +32,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
 // rlsWait bounds every wait for a condition: generous, since the machine
@@ -84,7 +87,7 @@ func startRLS(t *testing.T, env []string, args ...string) *rlsProc {
 // env, and waits for its banner.
 func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 	t.Helper()
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 	args := full[1:]
 	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
@@ -376,14 +379,14 @@ func TestRLSCheck(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, fmt.Sprintf(perDay, 1))
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, exitOK, run([]string{"rls", "--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
+	assert.Equal(t, command.ExitOK, run([]string{"rls", "--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), "is valid")
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	stdout.Reset()
 	stderr.Reset()
-	assert.Equal(t, exitUsage, run([]string{"rls", "--config", bad, "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitUsage, run([]string{"rls", "--config", bad, "--check"}, nil, &stdout, &stderr))
 	line := stderr.String()
 	assert.Equal(t, 1, strings.Count(line, "\n"), "one line: %q", line)
 	assert.True(t, strings.HasPrefix(line, "ratelimit rls: "+bad+": "), "%q", line)
@@ -391,7 +394,7 @@ func TestRLSCheck(t *testing.T) {
 	assert.Empty(t, stdout.String())
 
 	stderr.Reset()
-	assert.Equal(t, exitUsage, run([]string{"rls", "--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitUsage, run([]string{"rls", "--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "missing")
 }
 
@@ -414,7 +417,7 @@ func TestRLSFlagErrors(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"rls", "--config", cfg}, tc.args...), nil, &stdout, &stderr)
-		assert.Equal(t, exitUsage, code, "%q", tc.args)
+		assert.Equal(t, command.ExitUsage, code, "%q", tc.args)
 		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%q: %q", tc.args, stderr.String())
 		assert.Contains(t, stderr.String(), tc.want, "%q", tc.args)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/jobs"
 )
@@ -91,7 +92,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&rateS, "rate", "", "how fast jobs may start: `RATE` jobs per second, or 300/m, 2/h, 3/100ms (required)")
 	fs.IntVar(&cfg.parallel, "parallel", 1, "run at most `N` jobs at once")
 	fs.IntVar(&cfg.parallel, "P", 1, "short for --parallel")
-	fs.Var(floatFlag{&cfg.burst, units.Number}, "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
+	fs.Var(command.Float{P: &cfg.burst, Parse: units.Number}, "burst", "how many `jobs` may start at once, beyond the first, after an idle spell")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period`; excludes --burst")
 	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
@@ -103,38 +104,36 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	// Flags end at the command: its own flags are its own.
-	words, done, status := parseFlags(fs, args, false, stdout, stderr)
+	words, done, status := command.ParseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return status
 	}
 	const prefix = "ratelimit run"
-	burstSet := false
-	fs.Visit(func(f *flag.Flag) { burstSet = burstSet || f.Name == "burst" })
-	if err := cfg.finish(rateS, burstSet, words); err != nil {
+	if err := cfg.finish(rateS, command.Given(fs)["burst"], words); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	shared, err := rf.check(units.JobRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	var lim ratelimit.Acquirer
 	if shared == nil {
 		local, err := cfg.newLimiter()
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitUsage
+			return command.ExitUsage
 		}
 		lim = local
 	} else {
 		opts, err := cfg.distributedOptions()
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return exitUsage
+			return command.ExitUsage
 		}
 		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, opts, formatJobRate)
-		if status != exitOK {
+		if status != command.ExitOK {
 			return status
 		}
 		defer stop()
@@ -219,19 +218,19 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	})
-	status = exitOK
+	status = command.ExitOK
 	if err == nil {
 		// The jobs ran out: the feeder is done, and may have failed.
 		if inputErr := <-inputDone; inputErr != nil {
 			fmt.Fprintf(errOut, "%s: reading jobs: %v\n", prefix, inputErr)
-			status = exitFail
+			status = command.ExitFail
 		}
 	} else {
 		// Stopped early. The deferred cancel releases a feeder blocked
 		// handing over a job; one blocked reading standard input stays
 		// until the process exits.
 		fmt.Fprintf(errOut, "%s: stopped: %v\n", prefix, err)
-		status = misconfiguredStatus(err, exitFail)
+		status = misconfiguredStatus(err, command.ExitFail)
 	}
 	// Every job given counts: those the feeder read but Stream never took
 	// were not started either. (Read from standard input, the count is of
@@ -244,13 +243,13 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(errOut, ", %d not started", notStarted)
 		}
 		fmt.Fprintln(errOut)
-		status = misconfiguredStatus(err, exitFail)
+		status = misconfiguredStatus(err, command.ExitFail)
 	}
 	if startFailure != 0 {
 		status = startFailure
 	}
 	if sig, ok := caught.Load().(os.Signal); ok {
-		status = signalStatus(sig)
+		status = command.SignalStatus(sig)
 	}
 	return status
 }

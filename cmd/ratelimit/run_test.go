@@ -4,55 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
 
-// recordScript is a job that records what it ran: its arguments, one per
-// line, in a file named after its first argument; it fails with status 3
-// when that argument is "bad".
-const recordScript = `#!/bin/sh
-printf '%s\n' "$@" > "$1.ran"
-[ "$1" != bad ] || exit 3
-`
-
-// recorded returns the files the record script wrote in dir, name → content.
-func recorded(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.ran"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[strings.TrimSuffix(filepath.Base(f), ".ran")] = string(b)
-	}
-	return got
-}
-
-func scriptDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "rec.sh"), []byte(recordScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestRunBinary(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 
 	t.Run("stdin jobs with {}", func(t *testing.T) {
-		dir := scriptDir(t)
+		dir := clitest.ScriptDir(t)
 		var in strings.Builder
 		want := map[string]string{}
 		for i := range 30 {
@@ -63,12 +28,12 @@ func TestRunBinary(t *testing.T) {
 			}
 			want[job] = job + "\nx-" + job + "-y\n"
 		}
-		_, stderr, code, took := execStatus(t, bin, []byte(in.String()), dir,
+		_, stderr, code, took := clitest.Exec(t, bin, []byte(in.String()), dir,
 			"run", "--rate", "1000/s", "--parallel", "3", "--", "sh", "rec.sh", "{}", "x-{}-y")
 		if code != 0 || stderr != "" {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
-		if got := recorded(t, dir); !mapsEqual(got, want) {
+		if got := clitest.Recorded(t, dir); !mapsEqual(got, want) {
 			t.Errorf("ran %v\nwant %v", got, want)
 		}
 		// 30 starts at 1000/s from an empty limiter with a burst of one
@@ -79,20 +44,20 @@ func TestRunBinary(t *testing.T) {
 	})
 
 	t.Run("jobs after ::: are appended", func(t *testing.T) {
-		dir := scriptDir(t)
-		stdout, stderr, code, _ := execStatus(t, bin, nil, dir, "run", "--rate", "inf", "-P", "4", "sh", "rec.sh", ":::", "a", "b c", "d")
+		dir := clitest.ScriptDir(t)
+		stdout, stderr, code, _ := clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "-P", "4", "sh", "rec.sh", ":::", "a", "b c", "d")
 		if code != 0 || stderr != "" || len(stdout) != 0 {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
 		want := map[string]string{"a": "a\n", "b c": "b c\n", "d": "d\n"}
-		if got := recorded(t, dir); !mapsEqual(got, want) {
+		if got := clitest.Recorded(t, dir); !mapsEqual(got, want) {
 			t.Errorf("ran %v, want %v", got, want)
 		}
 	})
 
 	t.Run("a failed job is exit 1", func(t *testing.T) {
-		dir := scriptDir(t)
-		_, stderr, code, _ := execStatus(t, bin, []byte("ok1\nbad\nok2\n"), dir, "run", "--rate", "1000", "sh", "rec.sh")
+		dir := clitest.ScriptDir(t)
+		_, stderr, code, _ := clitest.Exec(t, bin, []byte("ok1\nbad\nok2\n"), dir, "run", "--rate", "1000", "sh", "rec.sh")
 		if code != 1 {
 			t.Errorf("exit %d, want 1", code)
 		}
@@ -101,25 +66,25 @@ func TestRunBinary(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", stderr, want)
 			}
 		}
-		if got := recorded(t, dir); len(got) != 3 {
+		if got := clitest.Recorded(t, dir); len(got) != 3 {
 			t.Errorf("ran %v, want all three", got)
 		}
 	})
 
 	t.Run("--fail-fast starts nothing after a failure", func(t *testing.T) {
-		dir := scriptDir(t)
-		_, stderr, code, _ := execStatus(t, bin, []byte("ok1\nbad\nok2\nok3\n"), dir, "run", "--fail-fast", "--rate", "1000", "sh", "rec.sh")
+		dir := clitest.ScriptDir(t)
+		_, stderr, code, _ := clitest.Exec(t, bin, []byte("ok1\nbad\nok2\nok3\n"), dir, "run", "--fail-fast", "--rate", "1000", "sh", "rec.sh")
 		if code != 1 || !strings.Contains(stderr, "job 2 (bad)") {
 			t.Errorf("exit %d, stderr %q", code, stderr)
 		}
-		got := recorded(t, dir)
+		got := clitest.Recorded(t, dir)
 		if _, ok := got["ok2"]; ok || len(got) != 2 {
 			t.Errorf("ran %v, want only ok1 and bad", got)
 		}
 	})
 
 	t.Run("--verbose and output", func(t *testing.T) {
-		stdout, stderr, code, _ := execStatus(t, bin, []byte("hello world\n"), "", "run", "-v", "--rate", "10/s", "echo", "[{}]")
+		stdout, stderr, code, _ := clitest.Exec(t, bin, []byte("hello world\n"), "", "run", "-v", "--rate", "10/s", "echo", "[{}]")
 		if code != 0 || string(stdout) != "[hello world]\n" || stderr != "+ echo \"[hello world]\"\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
@@ -142,12 +107,12 @@ func TestRunBinary(t *testing.T) {
 			{[]string{"--rate", "5", "--warmup", "-1s", "echo"}, "must not be negative"},
 			{[]string{"--nosuch", "echo"}, "flag provided but not defined"},
 		} {
-			_, stderr, code, _ := execStatus(t, bin, nil, "", append([]string{"run"}, tc.args...)...)
+			_, stderr, code, _ := clitest.Exec(t, bin, nil, "", append([]string{"run"}, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("run %q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 			}
 		}
-		_, stderr, code, _ := execStatus(t, bin, nil, "", "run", "--rate", "5", "no-such-command-here", ":::", "a")
+		_, stderr, code, _ := clitest.Exec(t, bin, nil, "", "run", "--rate", "5", "no-such-command-here", ":::", "a")
 		if code != 127 || !strings.Contains(stderr, "no-such-command-here") {
 			t.Errorf("missing command: exit %d, stderr %q", code, stderr)
 		}

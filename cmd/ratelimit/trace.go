@@ -15,6 +15,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/smooth"
 )
@@ -70,12 +71,12 @@ type traceConfig struct {
 
 func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	cfg := traceConfig{set: map[string]bool{}, qps: 4, coldFactor: ratelimit.DefaultColdFactor, burst: ratelimit.DefaultMaxBurstSeconds}
+	cfg := traceConfig{qps: 4, coldFactor: ratelimit.DefaultColdFactor, burst: ratelimit.DefaultMaxBurstSeconds}
 	var script string
-	fs.Var(floatFlag{&cfg.qps, units.JobRate}, "qps", "stable `rate` in permits per second, as run's --rate: 4, 4/s, 240/m (inf for unlimited)")
+	fs.Var(command.Float{P: &cfg.qps, Parse: units.JobRate}, "qps", "stable `rate` in permits per second, as run's --rate: 4, 4/s, 240/m (inf for unlimited)")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "warm-up `period`: makes a warming-up limiter (Guava's SmoothWarmingUp); without it the limiter is bursty")
-	fs.Var(floatFlag{&cfg.coldFactor, units.Number}, "cold-factor", "warming-up only: how many times slower than the stable rate a cold limiter starts (a `factor` of at least 1)")
-	fs.Var(floatFlag{&cfg.burst, units.Number}, "burst", "bursty only: how many `seconds` of unused permits the limiter stores")
+	fs.Var(command.Float{P: &cfg.coldFactor, Parse: units.Number}, "cold-factor", "warming-up only: how many times slower than the stable rate a cold limiter starts (a `factor` of at least 1)")
+	fs.Var(command.Float{P: &cfg.burst, Parse: units.Number}, "burst", "bursty only: how many `seconds` of unused permits the limiter stores")
 	fs.BoolVar(&cfg.full, "full", false, "bursty only: start with the bucket full instead of empty")
 	fs.BoolVar(&cfg.guava, "guava", false, "count time in whole microseconds, bit-identical to Guava 31.1 (default: nanoseconds)")
 	fs.StringVar(&script, "script", "", "read operations from `file` (- for standard input) instead of the arguments")
@@ -84,18 +85,18 @@ func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 
-	words, done, status := parseFlags(fs, args, true, stdout, stderr)
+	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return status
 	}
 	var err error
-	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
+	cfg.set = command.Given(fs)
 
 	var ops []op
 	switch {
 	case script != "" && len(words) > 0:
 		fmt.Fprintln(stderr, "ratelimit trace: give the operations either as arguments or with --script, not both")
-		return exitUsage
+		return command.ExitUsage
 	case script != "":
 		ops, err = readScript(script, stdin)
 	case len(words) == 0:
@@ -105,24 +106,24 @@ func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit trace: %v\n", err)
-		return exitUsage
+		return command.ExitUsage
 	}
 
 	clk := clocktest.NewFake()
 	lim, err := cfg.newLimiter(clk)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit trace: %v\n", err)
-		return exitUsage
+		return command.ExitUsage
 	}
 	fmt.Fprintln(stdout, cfg.describe(lim))
 	fmt.Fprintln(stdout)
 	rows, err := replay(lim, clk, ops)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit trace: %v\n", err)
-		return exitFail
+		return command.ExitFail
 	}
 	writeTable(stdout, rows)
-	return exitOK
+	return command.ExitOK
 }
 
 func (c traceConfig) newLimiter(clk ratelimit.Clock) (*ratelimit.Limiter, error) {

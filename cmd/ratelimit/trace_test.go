@@ -3,92 +3,17 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
-
-// buildBinary compiles the command, once per test process, so that the
-// tests below exercise exactly what a user runs: flag parsing, exit status
-// and output streams included.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			built.err = fmt.Errorf("the go tool is needed to build the binary: %v", err)
-			return
-		}
-		if built.dir, err = os.MkdirTemp("", "ratelimit-bin-"); err != nil {
-			built.err = err
-			return
-		}
-		built.bin = filepath.Join(built.dir, "ratelimit")
-		args := []string{"build", "-o", built.bin}
-		if raceBuild {
-			args = append(args, "-race")
-		}
-		if out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// built is the binary buildBinary made, removed by TestMain.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
-
-func TestMain(m *testing.M) {
-	if raceBuild {
-		// A race-built program sleeps a second at exit by default (for
-		// late reports from other goroutines); the binary's runs here
-		// are many and short. A GORACE of the caller's still wins.
-		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
-	}
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// runBinary runs bin with args and stdin and returns stdout, stderr and the
-// exit status.
-func runBinary(t *testing.T, bin, stdin string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatalf("running %v: %v", args, err)
-		}
-		code = exit.ExitCode()
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 // tableRow is one data row of trace's output, split into its fields.
 type tableRow struct{ at, op, wait, stored, left, next string }
@@ -177,11 +102,11 @@ func checkArticleTable(t *testing.T, out string, want []tableRow) {
 }
 
 func TestBinaryTrace(t *testing.T) {
-	bin := buildBinary(t)
+	bin := clitest.Binary(t)
 
 	for _, tc := range articleTables {
 		t.Run("article "+tc.name, func(t *testing.T) {
-			stdout, stderr, code := runBinary(t, bin, "", tc.args...)
+			stdout, stderr, code := clitest.Run(t, bin, "", tc.args...)
 			if code != 0 || stderr != "" {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
@@ -190,12 +115,12 @@ func TestBinaryTrace(t *testing.T) {
 	}
 
 	t.Run("default is the article, in both kinds", func(t *testing.T) {
-		stdout, _, code := runBinary(t, bin, "", "trace")
+		stdout, _, code := clitest.Run(t, bin, "", "trace")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
 		checkArticleTable(t, stdout, articleTables[0].want)
-		stdout, _, code = runBinary(t, bin, "", "trace", "--warmup", "2s")
+		stdout, _, code = clitest.Run(t, bin, "", "trace", "--warmup", "2s")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
@@ -203,7 +128,7 @@ func TestBinaryTrace(t *testing.T) {
 	})
 
 	t.Run("Guava resolution gives the same tables", func(t *testing.T) {
-		stdout, _, code := runBinary(t, bin, "", "trace", "--guava", "--warmup", "2s")
+		stdout, _, code := clitest.Run(t, bin, "", "trace", "--guava", "--warmup", "2s")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
@@ -215,7 +140,7 @@ func TestBinaryTrace(t *testing.T) {
 		for _, tc := range []struct {
 			flag, want string
 		}{{"--guava=false", "0.0000125"}, {"--guava", "0.000012"}} {
-			stdout, stderr, code := runBinary(t, bin, "", "trace", tc.flag, "--qps", "80000", "acquire", "acquire")
+			stdout, stderr, code := clitest.Run(t, bin, "", "trace", tc.flag, "--qps", "80000", "acquire", "acquire")
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
@@ -228,7 +153,7 @@ func TestBinaryTrace(t *testing.T) {
 
 	t.Run("script on stdin", func(t *testing.T) {
 		script := "# the article, warming up\nacquire:1 sleep:1s\nacquire:3 sleep:1s # second\nacquire:10\nsleep:1\nacquire\n"
-		stdout, stderr, code := runBinary(t, bin, script, "trace", "--warmup", "2s", "--script", "-")
+		stdout, stderr, code := clitest.Run(t, bin, script, "trace", "--warmup", "2s", "--script", "-")
 		if code != 0 {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
@@ -240,7 +165,7 @@ func TestBinaryTrace(t *testing.T) {
 		if err := os.WriteFile(path, []byte("acquire:1 sleep:1s acquire:3 sleep:1s acquire:10 sleep:1s acquire:1\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		stdout, stderr, code := runBinary(t, bin, "", "trace", "--script", path, "--qps", "4")
+		stdout, stderr, code := clitest.Run(t, bin, "", "trace", "--script", path, "--qps", "4")
 		if code != 0 {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
@@ -251,7 +176,7 @@ func TestBinaryTrace(t *testing.T) {
 		// 1 qps, full bucket of 2: two free permits, then a try that
 		// is refused (next free in 1 s), one that waits for it, and a
 		// rate change that makes the following wait 0.5 s.
-		stdout, stderr, code := runBinary(t, bin, "", "trace", "--qps", "1", "--burst", "2", "--full",
+		stdout, stderr, code := clitest.Run(t, bin, "", "trace", "--qps", "1", "--burst", "2", "--full",
 			"acquire:2", "acquire:1", "try:1", "try:1:1s", "rate:2", "acquire:1", "acquire:1")
 		if code != 0 {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -294,7 +219,7 @@ func TestBinaryTrace(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run("bad: "+tc.name, func(t *testing.T) {
-			stdout, stderr, code := runBinary(t, bin, "", tc.args...)
+			stdout, stderr, code := clitest.Run(t, bin, "", tc.args...)
 			if code != 2 {
 				t.Errorf("exit status %d, want 2", code)
 			}
@@ -308,14 +233,14 @@ func TestBinaryTrace(t *testing.T) {
 	}
 
 	t.Run("bad script line is named", func(t *testing.T) {
-		_, stderr, code := runBinary(t, bin, "acquire:1\nsleep:1s acquire:-3\n", "trace", "--script", "-")
+		_, stderr, code := clitest.Run(t, bin, "acquire:1\nsleep:1s acquire:-3\n", "trace", "--script", "-")
 		if code != 2 || !strings.Contains(stderr, "standard input:2:") {
 			t.Errorf("exit %d, stderr %q; want 2 and the line number", code, stderr)
 		}
 	})
 
 	t.Run("help", func(t *testing.T) {
-		stdout, _, code := runBinary(t, bin, "", "help", "trace")
+		stdout, _, code := clitest.Run(t, bin, "", "help", "trace")
 		if code != 0 || !strings.Contains(stdout, "acquire:N") || !strings.Contains(stdout, "-warmup") {
 			t.Errorf("exit %d, help text:\n%s", code, stdout)
 		}
@@ -372,14 +297,6 @@ func TestParseOp(t *testing.T) {
 
 var posInf = math.Inf(1)
 
-// newTestFlagSet has one flag like trace's, to test the parsing loop alone.
-func newTestFlagSet() (*flag.FlagSet, flag.Value) {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Float64("qps", 4, "")
-	return fs, fs.Lookup("qps").Value
-}
-
 func TestParseScript(t *testing.T) {
 	ops, err := parseScript(strings.NewReader("acquire:1 # first\n\n  sleep:1s\tacquire:3\n# done\n"), "s")
 	if err != nil {
@@ -396,29 +313,6 @@ func TestParseScript(t *testing.T) {
 	_, err = parseScript(strings.NewReader("acquire:1\n\nsleep:x\n"), "ops.txt")
 	if err == nil || !strings.HasPrefix(err.Error(), "ops.txt:3: ") {
 		t.Errorf("error %v, want one that starts with ops.txt:3:", err)
-	}
-}
-
-func TestParseInterspersed(t *testing.T) {
-	for _, tc := range []struct {
-		args  []string
-		words string
-		qps   string
-	}{
-		{[]string{"acquire:1", "--qps", "2", "sleep:1s"}, "acquire:1 sleep:1s", "2"},
-		{[]string{"--qps=3", "acquire:1"}, "acquire:1", "3"},
-		{[]string{"acquire:1", "--", "--qps", "5"}, "acquire:1 --qps 5", "4"},
-		{[]string{"acquire:1", "sleep:1s", "-qps", "7"}, "acquire:1 sleep:1s", "7"},
-	} {
-		fs, qps := newTestFlagSet()
-		words, err := parseInterspersed(fs, tc.args)
-		if err != nil {
-			t.Errorf("%v: %v", tc.args, err)
-			continue
-		}
-		if got := strings.Join(words, " "); got != tc.words || qps.String() != tc.qps {
-			t.Errorf("%v: words %q, qps %s; want %q, %s", tc.args, got, qps, tc.words, tc.qps)
-		}
 	}
 }
 
