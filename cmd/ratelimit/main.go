@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/trace"
 )
 
 // subcommand is one command: a one-line summary for the usage text and the
@@ -40,7 +41,7 @@ type subcommand struct {
 // commands is the table of subcommands. Adding a command is adding a file
 // with its run function and one line here.
 var commands = map[string]subcommand{
-	"trace": {"replay acquires, sleeps and rate changes on a fake clock and print the schedule", runTrace},
+	"trace": {trace.Summary, trace.Run},
 	"pipe":  {"copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)", runPipe},
 	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runJobs},
 	"proxy": {"serve a rate-limiting reverse proxy in front of an HTTP service", runProxy},

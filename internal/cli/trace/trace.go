@@ -1,4 +1,4 @@
-package main
+package trace
 
 import (
 	"bufio"
@@ -69,7 +69,12 @@ type traceConfig struct {
 	set map[string]bool
 }
 
-func runTrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Summary is trace's line in the list of commands.
+const Summary = "replay acquires, sleeps and rate changes on a fake clock and print the schedule"
+
+// Run runs `ratelimit trace` with args (what follows "trace" on the command
+// line) and returns its exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	cfg := traceConfig{qps: 4, coldFactor: ratelimit.DefaultColdFactor, burst: ratelimit.DefaultMaxBurstSeconds}
 	var script string

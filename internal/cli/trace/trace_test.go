@@ -1,4 +1,4 @@
-package main
+package trace
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/clocktest"
-	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
 
 // tableRow is one data row of trace's output, split into its fields.
@@ -101,12 +100,25 @@ func checkArticleTable(t *testing.T, out string, want []tableRow) {
 	}
 }
 
-func TestBinaryTrace(t *testing.T) {
-	bin := clitest.Binary(t)
+// runTrace runs `ratelimit trace` in process: args as on the command line
+// after "ratelimit" (starting with "trace"), stdin as given. It returns
+// stdout, stderr and the exit status, as a run of the binary would.
+func runTrace(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	if len(args) == 0 || args[0] != "trace" {
+		t.Fatalf("runTrace %q: not a trace command line", args)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Run(args[1:], strings.NewReader(stdin), &stdout, &stderr)
+	return stdout.String(), stderr.String(), code
+}
 
+// TestTraceCommand runs trace as the command line does (in process: the
+// binary's main only adds os.Exit, which cmd/ratelimit's tests check).
+func TestTraceCommand(t *testing.T) {
 	for _, tc := range articleTables {
 		t.Run("article "+tc.name, func(t *testing.T) {
-			stdout, stderr, code := clitest.Run(t, bin, "", tc.args...)
+			stdout, stderr, code := runTrace(t, "", tc.args...)
 			if code != 0 || stderr != "" {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
@@ -115,12 +127,12 @@ func TestBinaryTrace(t *testing.T) {
 	}
 
 	t.Run("default is the article, in both kinds", func(t *testing.T) {
-		stdout, _, code := clitest.Run(t, bin, "", "trace")
+		stdout, _, code := runTrace(t, "", "trace")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
 		checkArticleTable(t, stdout, articleTables[0].want)
-		stdout, _, code = clitest.Run(t, bin, "", "trace", "--warmup", "2s")
+		stdout, _, code = runTrace(t, "", "trace", "--warmup", "2s")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
@@ -128,7 +140,7 @@ func TestBinaryTrace(t *testing.T) {
 	})
 
 	t.Run("Guava resolution gives the same tables", func(t *testing.T) {
-		stdout, _, code := clitest.Run(t, bin, "", "trace", "--guava", "--warmup", "2s")
+		stdout, _, code := runTrace(t, "", "trace", "--guava", "--warmup", "2s")
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
@@ -140,7 +152,7 @@ func TestBinaryTrace(t *testing.T) {
 		for _, tc := range []struct {
 			flag, want string
 		}{{"--guava=false", "0.0000125"}, {"--guava", "0.000012"}} {
-			stdout, stderr, code := clitest.Run(t, bin, "", "trace", tc.flag, "--qps", "80000", "acquire", "acquire")
+			stdout, stderr, code := runTrace(t, "", "trace", tc.flag, "--qps", "80000", "acquire", "acquire")
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
@@ -153,7 +165,7 @@ func TestBinaryTrace(t *testing.T) {
 
 	t.Run("script on stdin", func(t *testing.T) {
 		script := "# the article, warming up\nacquire:1 sleep:1s\nacquire:3 sleep:1s # second\nacquire:10\nsleep:1\nacquire\n"
-		stdout, stderr, code := clitest.Run(t, bin, script, "trace", "--warmup", "2s", "--script", "-")
+		stdout, stderr, code := runTrace(t, script, "trace", "--warmup", "2s", "--script", "-")
 		if code != 0 {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
@@ -165,7 +177,7 @@ func TestBinaryTrace(t *testing.T) {
 		if err := os.WriteFile(path, []byte("acquire:1 sleep:1s acquire:3 sleep:1s acquire:10 sleep:1s acquire:1\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		stdout, stderr, code := clitest.Run(t, bin, "", "trace", "--script", path, "--qps", "4")
+		stdout, stderr, code := runTrace(t, "", "trace", "--script", path, "--qps", "4")
 		if code != 0 {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
@@ -176,7 +188,7 @@ func TestBinaryTrace(t *testing.T) {
 		// 1 qps, full bucket of 2: two free permits, then a try that
 		// is refused (next free in 1 s), one that waits for it, and a
 		// rate change that makes the following wait 0.5 s.
-		stdout, stderr, code := clitest.Run(t, bin, "", "trace", "--qps", "1", "--burst", "2", "--full",
+		stdout, stderr, code := runTrace(t, "", "trace", "--qps", "1", "--burst", "2", "--full",
 			"acquire:2", "acquire:1", "try:1", "try:1:1s", "rate:2", "acquire:1", "acquire:1")
 		if code != 0 {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -197,8 +209,6 @@ func TestBinaryTrace(t *testing.T) {
 		args []string
 		msg  string // a piece of the message on stderr
 	}{
-		{"unknown command", []string{"trcae"}, `unknown command "trcae"`},
-		{"no command", nil, "Usage: ratelimit"},
 		{"unknown operation", []string{"trace", "acquire:1", "jump:1s"}, `"jump:1s"`},
 		{"bad permits", []string{"trace", "acquire:x"}, `"x" is not a whole number`},
 		{"zero permits", []string{"trace", "acquire:0"}, "permits must be positive"},
@@ -219,7 +229,7 @@ func TestBinaryTrace(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run("bad: "+tc.name, func(t *testing.T) {
-			stdout, stderr, code := clitest.Run(t, bin, "", tc.args...)
+			stdout, stderr, code := runTrace(t, "", tc.args...)
 			if code != 2 {
 				t.Errorf("exit status %d, want 2", code)
 			}
@@ -233,16 +243,18 @@ func TestBinaryTrace(t *testing.T) {
 	}
 
 	t.Run("bad script line is named", func(t *testing.T) {
-		_, stderr, code := clitest.Run(t, bin, "acquire:1\nsleep:1s acquire:-3\n", "trace", "--script", "-")
+		_, stderr, code := runTrace(t, "acquire:1\nsleep:1s acquire:-3\n", "trace", "--script", "-")
 		if code != 2 || !strings.Contains(stderr, "standard input:2:") {
 			t.Errorf("exit %d, stderr %q; want 2 and the line number", code, stderr)
 		}
 	})
 
 	t.Run("help", func(t *testing.T) {
-		stdout, _, code := clitest.Run(t, bin, "", "help", "trace")
-		if code != 0 || !strings.Contains(stdout, "acquire:N") || !strings.Contains(stdout, "-warmup") {
-			t.Errorf("exit %d, help text:\n%s", code, stdout)
+		// What "ratelimit help trace" runs: -h, both streams on stdout.
+		var stdout bytes.Buffer
+		code := Run([]string{"-h"}, nil, &stdout, &stdout)
+		if code != 0 || !strings.Contains(stdout.String(), "acquire:N") || !strings.Contains(stdout.String(), "-warmup") {
+			t.Errorf("exit %d, help text:\n%s", code, stdout.String())
 		}
 	})
 }
@@ -339,16 +351,11 @@ func TestFormat(t *testing.T) {
 
 func TestRunInProcess(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"trace", "--warmup", "2s"}, strings.NewReader(""), &stdout, &stderr)
+	code := Run([]string{"--warmup", "2s"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	checkArticleTable(t, stdout.String(), articleTables[1].want)
-
-	stdout.Reset()
-	if code := run([]string{"help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "trace") {
-		t.Errorf("help: exit %d, %q", code, stdout.String())
-	}
 }
 
 // replay reports a call the limiter rejects (the parser keeps such
@@ -373,7 +380,7 @@ func TestReplayReportsRejectedCalls(t *testing.T) {
 // Duration, and a plain conversion printed it as -9223372036.854775808 s.
 func TestDescribeHugeColdInterval(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"trace", "--qps", "1e-9", "--cold-factor", "10", "--warmup", "1000000h", "acquire:1"},
+	code := Run([]string{"--qps", "1e-9", "--cold-factor", "10", "--warmup", "1000000h", "acquire:1"},
 		strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
