@@ -1,3 +1,7 @@
+// Package trace is `ratelimit trace`: it replays acquires, sleeps and rate
+// changes on one limiter driven by a fake clock and prints the schedule, so
+// that what a limiter does (who waits, how long, what is stored) can be seen
+// exactly, in no real time and without writing a program.
 package trace
 
 import (
