@@ -16,6 +16,7 @@ import (
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/sharedlimit"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/shape"
 )
@@ -86,10 +87,10 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&quiet, "quiet", false, "no progress line")
 	fs.BoolVar(&quiet, "q", false, "short for --quiet")
 	fs.BoolVar(&progress, "progress", false, "draw the progress line even when standard error is not a terminal")
-	var rf redisFlags
-	rf.register(fs, "bytes")
+	var rf sharedlimit.Flags
+	rf.Register(fs, "bytes")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), pipeUsage+redisHelp("bytes")+pipeUsageEnd)
+		fmt.Fprint(fs.Output(), pipeUsage+sharedlimit.Help("bytes")+pipeUsageEnd)
 		fs.PrintDefaults()
 	}
 	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
@@ -108,7 +109,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
-	shared, err := rf.check(units.ByteRate)
+	shared, err := rf.Check(units.ByteRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
@@ -123,7 +124,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		lim = local
 	} else {
-		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, cfg.distributedOptions(), shape.FormatRate)
+		sl, stop, status := shared.Begin(stderr, prefix, cfg.rate, cfg.distributedOptions(), shape.FormatRate)
 		if status != command.ExitOK {
 			return status
 		}
@@ -169,7 +170,7 @@ func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = de.Cause
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return misconfiguredStatus(err, command.ExitFail)
+		return sharedlimit.MisconfiguredStatus(err, command.ExitFail)
 	}
 	return command.ExitOK
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -128,12 +129,12 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	var store throttle.Store
 	var storeName string
 	if c.newRedis != nil {
-		redis.SetLogger(quietLogger{}) // store errors are counted and logged by the outage log
+		redisflag.Quiet() // store errors are counted and logged by the outage log
 		client := c.newRedis()
 		defer client.Close()
 		// The store's bound on a call, as distributed's for pipe and
-		// run (redisCallTimeout says why 200 ms).
-		rs, err := throttle.NewRedisStore(client, throttle.WithCallTimeout(redisCallTimeout))
+		// run (redisflag.CallTimeout says why 200 ms).
+		rs, err := throttle.NewRedisStore(client, throttle.WithCallTimeout(redisflag.CallTimeout))
 		if err != nil {
 			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 			return command.ExitUsage
@@ -230,11 +231,11 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 // forever. A Redis that does not answer is a warning: it may come up
 // later, and until it does requests fail open or closed as configured.
 func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClient, store throttle.Store, stderr io.Writer) error {
-	ping, cancel := context.WithTimeout(ctx, redisStartTimeout)
+	ping, cancel := context.WithTimeout(ctx, redisflag.StartTimeout)
 	defer cancel()
 	err := client.Ping(ping).Err()
 	if err == nil {
-		if err := clusterNodeAsServer(ping, client); err != nil {
+		if err := redisflag.ClusterNodeAsServer(ping, client); err != nil {
 			return fmt.Errorf("redis at %s is set up wrong: %w; not starting, --fail-open or not", c.redisWhere, err)
 		}
 		// PING passes where the limiter's script may not run (an ACL
@@ -261,7 +262,7 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 // fixes (Redis set up wrong), as opposed to an outage: the proxy never
 // fails open on it.
 func storeMisconfigured(err error) bool {
-	return misconfiguredRedis(err) || errors.Is(err, throttle.ErrInvalidOption)
+	return redisflag.Misconfigured(err) || errors.Is(err, throttle.ErrInvalidOption)
 }
 
 // shutdownTimeout bounds how long requests in flight may take to finish

@@ -18,6 +18,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/httplimit"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
@@ -125,11 +126,12 @@ func (lc *limitConfig) String() string {
 // proxyFlags are all of proxy's flags.
 type proxyFlags struct {
 	limitFlags
-	listen, redis, redisPasswordFile, metrics, config, maxHeaderBytes string
-	trusted                                                           stringsFlag
-	failOpen                                                          bool
-	maxKeys, maxConnsPerClient                                        int
-	idleTimeout, readTimeout, upstreamTimeout                         time.Duration
+	listen, metrics, config, maxHeaderBytes   string
+	redis                                     redisflag.Flags
+	trusted                                   stringsFlag
+	failOpen                                  bool
+	maxKeys, maxConnsPerClient                int
+	idleTimeout, readTimeout, upstreamTimeout time.Duration
 }
 
 // Defaults for the connection flags, nginx's where it has one: a proxy
@@ -148,8 +150,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	f.limitFlags.register(fs)
 	fs.StringVar(&f.config, "config", "", "read the limit flags (--limit, --burst, --algorithm, --key) from this `file`, one per line; SIGHUP reads it again")
 	fs.Var(&f.trusted, "trusted-proxy", "a load balancer's `CIDR` or address whose X-Forwarded-For is believed (repeatable)")
-	fs.StringVar(&f.redis, "redis", "", "share limits with other proxies through Redis at `URL`")
-	fs.StringVar(&f.redisPasswordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
+	f.redis.Register(fs, "share limits with other proxies through Redis at `URL`")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus counters on this `address` at /metrics")
 	fs.IntVar(&f.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: remember at most this many clients (the least recently seen are forgotten)")
 	fs.BoolVar(&f.failOpen, "fail-open", false, "let requests through when the store (Redis) cannot be reached, instead of answering 503 (never when it is set up wrong)")
@@ -168,7 +169,7 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyConfig, error) {
 	set := command.Given(fs)
-	c := &proxyConfig{listen: f.listen, metrics: f.metrics, trusted: f.trusted, redisURL: f.redis, failOpen: f.failOpen,
+	c := &proxyConfig{listen: f.listen, metrics: f.metrics, trusted: f.trusted, redisURL: f.redis.URL, failOpen: f.failOpen,
 		configFile: f.config, idleTimeout: f.idleTimeout, readTimeout: f.readTimeout, upstreamTimeout: f.upstreamTimeout,
 		maxConnsPerClient: f.maxConnsPerClient}
 	switch len(words) {
@@ -232,16 +233,12 @@ func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyCon
 	if f.maxConnsPerClient < 0 {
 		return nil, fmt.Errorf("--max-conns-per-client %d: want 0 (no cap) or more", f.maxConnsPerClient)
 	}
-	if f.redis != "" {
-		password, err := redisPassword(f.redisPasswordFile)
-		if err != nil {
+	if f.redis.URL != "" {
+		if c.newRedis, c.redisWhere, err = f.redis.Client(os.Getenv); err != nil {
 			return nil, err
 		}
-		if c.newRedis, c.redisWhere, err = parseRedisURL(f.redis, password); err != nil {
-			return nil, fmt.Errorf("--redis %q: %v", redactURL(f.redis), err)
-		}
-	} else if f.redisPasswordFile != "" {
-		return nil, errors.New("--redis-password-file only applies with --redis URL")
+	} else if f.redis.PasswordFile != "" {
+		return nil, redisflag.ErrPasswordFileAlone
 	}
 	switch {
 	case set["max-keys"] && c.redisURL != "":
@@ -284,32 +281,6 @@ func readLimitFile(path string) (*limitConfig, error) {
 		return nil, fmt.Errorf("--config %s: %v", path, err)
 	}
 	return lc, nil
-}
-
-// redisPassword is the Redis password from --redis-password-file or
-// $REDIS_PASSWORD ("" if neither), so that it need not be in the URL on
-// the command line, where every user of the machine can read it.
-func redisPassword(file string) (string, error) {
-	if file == "" {
-		return os.Getenv("REDIS_PASSWORD"), nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--redis-password-file: %v", err)
-	}
-	pw := strings.TrimRight(string(b), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("--redis-password-file %s is empty", file)
-	}
-	return pw, nil
-}
-
-// redactURL hides a URL's password, for messages.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return s
 }
 
 // validHeaderName: an RFC 9110 token.

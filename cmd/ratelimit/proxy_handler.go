@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit/httplimit"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -136,7 +137,7 @@ func (p *proxy) newLimitStep(lc *limitConfig) (*limitStep, error) {
 		opts = append(opts, httplimit.WithFailOpen())
 	}
 	if p.cfg.newRedis != nil {
-		opts = append(opts, httplimit.WithStoreTimeout(redisCallTimeout))
+		opts = append(opts, httplimit.WithStoreTimeout(redisflag.CallTimeout))
 	}
 	mw, err := httplimit.New(lim, opts...)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -382,47 +381,5 @@ func TestProxyReload(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.waitExit(t); code != 0 {
 		t.Errorf("SIGTERM: exit %d", code)
-	}
-}
-
-// TestRedisPasswordFromFileOrEnv: pipe and run take Redis's password as
-// proxy does, from --redis-password-file or $REDIS_PASSWORD, so that it
-// need not be on the command line; a wrong one is still exit 2.
-func TestRedisPasswordFromFileOrEnv(t *testing.T) {
-	bin := clitest.Binary(t)
-	srv := redistest.Start(t)
-	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
-	pwFile := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		env  []string
-		args []string
-		want int
-	}{
-		{"file", nil, []string{"--redis-password-file", pwFile}, command.ExitOK},
-		{"environment", []string{"REDIS_PASSWORD=s3cret"}, nil, command.ExitOK},
-		{"wrong environment", []string{"REDIS_PASSWORD=nope"}, nil, command.ExitUsage},
-	} {
-		for _, cmdArgs := range [][]string{
-			{"pipe", "--name", "pw-pipe", "1MB/s"},
-			{"run", "--name", "pw-run", "--rate", "100/s", "true", ":::", "a"},
-		} {
-			args := append([]string{cmdArgs[0], "--redis", clitest.RedisURL(srv)}, tc.args...)
-			args = append(args, cmdArgs[1:]...)
-			cmd := exec.Command(bin, args...)
-			cmd.Env = append(os.Environ(), tc.env...)
-			cmd.Stdin = strings.NewReader("data")
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if exit, ok := err.(*exec.ExitError); ok {
-				code = exit.ExitCode()
-			}
-			if code != tc.want || strings.Contains(string(out), "s3cret") {
-				t.Errorf("%s, %v: status %d, output %q; want %d, no password shown", tc.name, args, code, out, tc.want)
-			}
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/rls"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -121,12 +123,11 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &rlsConfig{}
-	var redisURL string
 	fs.StringVar(&c.configPath, "config", "", "the configuration: a YAML `PATH` or a directory of them")
 	fs.StringVar(&c.grpcAddr, "grpc", ":8081", "serve ShouldRateLimit (gRPC) on this `address`")
 	fs.StringVar(&c.httpAddr, "http", ":8080", "serve POST /json and GET /healthcheck on this `address`")
-	fs.StringVar(&redisURL, "redis", "", "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
-	fs.StringVar(&c.redisPasswordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
+	var rf redisflag.Flags
+	rf.Register(fs, "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
@@ -150,7 +151,8 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q (the configuration is given with --config PATH)\n", prefix, words[0])
 		return command.ExitUsage
 	}
-	if err := c.resolve(command.Given(fs), redisURL, os.LookupEnv); err != nil {
+	c.redisPasswordFile = rf.PasswordFile
+	if err := c.resolve(command.Given(fs), rf.URL, os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
@@ -168,8 +170,8 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(string) (string, bool)) error {
 	env := func(name string) string { v, _ := lookup(name); return v }
 	if !given["config"] {
-		root := cmpOr(env("RUNTIME_ROOT"), defaultRuntimeRoot)
-		app := cmpOr(env("RUNTIME_APPDIRECTORY"), defaultRuntimeAppDir)
+		root := cmp.Or(env("RUNTIME_ROOT"), defaultRuntimeRoot)
+		app := cmp.Or(env("RUNTIME_APPDIRECTORY"), defaultRuntimeAppDir)
 		c.configPath = filepath.Join(root, env("RUNTIME_SUBDIRECTORY"), app)
 		c.configFromEnv = true
 	}
@@ -191,7 +193,7 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 		if on, err := envBool(lookup, "USE_PROMETHEUS"); err != nil {
 			return err
 		} else if on {
-			c.metricsAddr = cmpOr(env("PROMETHEUS_ADDR"), defaultPromAddr)
+			c.metricsAddr = cmp.Or(env("PROMETHEUS_ADDR"), defaultPromAddr)
 		}
 	}
 	if !given["response-headers"] {
@@ -241,17 +243,12 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 			return errors.New("--redis needs a URL, e.g. redis://127.0.0.1:6379/0")
 		}
 		c.redisURL = redisURL
-		password := env("REDIS_PASSWORD")
-		if c.redisPasswordFile != "" {
-			if password, err = redisPassword(c.redisPasswordFile); err != nil {
-				return err
-			}
-		}
-		if c.newRedis, c.redisWhere, err = parseRedisURL(redisURL, password); err != nil {
-			return fmt.Errorf("--redis %q: %v", redactURL(redisURL), err)
+		rf := redisflag.Flags{URL: redisURL, PasswordFile: c.redisPasswordFile}
+		if c.newRedis, c.redisWhere, err = rf.Client(env); err != nil {
+			return err
 		}
 	} else if c.redisPasswordFile != "" {
-		return errors.New("--redis-password-file only applies with --redis URL")
+		return redisflag.ErrPasswordFileAlone
 	} else if u := env("REDIS_URL"); u != "" {
 		c.redisURL = u
 		if c.newRedis, c.redisWhere, err = redisFromEnv(u, lookup); err != nil {
@@ -268,13 +265,6 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 		return errors.New("--max-keys applies to the memory store; Redis bounds its memory with key expiry")
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // envAddr is host:port from two of the reference's variables, or def when
@@ -324,13 +314,13 @@ func envBool(lookup func(string) (string, bool), name string) (bool, error) {
 func redisFromEnv(u string, lookup func(string) (string, bool)) (func() redis.UniversalClient, string, error) {
 	env := func(name string) string { v, _ := lookup(name); return v }
 	if strings.Contains(u, "://") {
-		nc, where, err := parseRedisURL(u, env("REDIS_PASSWORD"))
+		nc, where, err := redisflag.ParseURL(u, env("REDIS_PASSWORD"))
 		if err != nil {
-			return nil, "", fmt.Errorf("REDIS_URL %q: %v", redactURL(u), err)
+			return nil, "", fmt.Errorf("REDIS_URL %q: %v", redisflag.Redact(u), err)
 		}
 		return nc, where, nil
 	}
-	socket := strings.ToLower(cmpOr(env("REDIS_SOCKET_TYPE"), "unix"))
+	socket := strings.ToLower(cmp.Or(env("REDIS_SOCKET_TYPE"), "unix"))
 	if socket != "tcp" && socket != "unix" {
 		return nil, "", fmt.Errorf("REDIS_SOCKET_TYPE=%q: want tcp or unix", env("REDIS_SOCKET_TYPE"))
 	}
@@ -352,28 +342,26 @@ func redisFromEnv(u string, lookup func(string) (string, bool)) (func() redis.Un
 			return nil, "", fmt.Errorf("REDIS_URL=%q: an empty address in the list", u)
 		}
 	}
-	switch typ := strings.ToLower(cmpOr(env("REDIS_TYPE"), "single")); typ {
+	switch typ := strings.ToLower(cmp.Or(env("REDIS_TYPE"), "single")); typ {
 	case "single":
 		if len(addrs) != 1 {
 			return nil, "", fmt.Errorf("REDIS_URL=%q: REDIS_TYPE single takes one address (REDIS_TYPE=cluster for a list)", u)
 		}
-		opt := &redis.Options{Network: socket, Addr: u, Username: user, Password: pass, TLSConfig: tlsConf,
-			ContextTimeoutEnabled: true, DialerRetries: 1}
-		return func() redis.UniversalClient { return redis.NewClient(opt) }, u, nil
+		opt := &redis.Options{Network: socket, Addr: u, Username: user, Password: pass, TLSConfig: tlsConf}
+		return redisflag.NewClient(opt), u, nil
 	case "cluster":
 		if socket != "tcp" {
 			return nil, "", errors.New("REDIS_TYPE=cluster needs REDIS_SOCKET_TYPE=tcp")
 		}
-		opt := &redis.ClusterOptions{Addrs: addrs, Username: user, Password: pass, TLSConfig: tlsConf,
-			ContextTimeoutEnabled: true, DialerRetries: 1, ClusterStateReloadInterval: 250 * time.Millisecond}
-		return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, u, nil
+		opt := &redis.ClusterOptions{Addrs: addrs, Username: user, Password: pass, TLSConfig: tlsConf}
+		return redisflag.NewClusterClient(opt), u, nil
 	case "sentinel":
 		if len(addrs) < 2 {
 			return nil, "", fmt.Errorf("REDIS_URL=%q: REDIS_TYPE sentinel wants the master's name and the sentinels' addresses: name,host:port,...", u)
 		}
 		opt := &redis.FailoverOptions{MasterName: addrs[0], SentinelAddrs: addrs[1:], Username: user, Password: pass,
-			TLSConfig: tlsConf, ContextTimeoutEnabled: true, DialerRetries: 1}
-		return func() redis.UniversalClient { return redis.NewFailoverClient(opt) }, "sentinel " + u, nil
+			TLSConfig: tlsConf}
+		return redisflag.NewFailoverClient(opt), "sentinel " + u, nil
 	default:
 		return nil, "", fmt.Errorf("REDIS_TYPE=%q: want single, cluster or sentinel", typ)
 	}

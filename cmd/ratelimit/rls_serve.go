@@ -14,7 +14,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -98,7 +98,7 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		}
 		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
 	}
-	redis.SetLogger(quietLogger{}) // store errors are counted, and logged by the service
+	redisflag.Quiet() // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
 	if c.keyPrefix != "" {
 		sopts = append(sopts, rls.WithKeyPrefix(c.keyPrefix))
@@ -112,14 +112,14 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		client.Close()
 		return nil, "", nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
 	defer cancel()
-	if err := clusterNodeAsServer(ctx, client); err != nil {
+	if err := redisflag.ClusterNodeAsServer(ctx, client); err != nil {
 		client.Close()
 		return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 	}
 	if err := rs.Check(ctx); err != nil {
-		if misconfiguredRedis(err) {
+		if redisflag.Misconfigured(err) {
 			client.Close()
 			return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/sharedlimit"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/jobs"
 )
@@ -97,10 +98,10 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.failFast, "fail-fast", false, "start no more jobs after one fails (running ones finish)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print each command on standard error before running it")
 	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
-	var rf redisFlags
-	rf.register(fs, "jobs")
+	var rf sharedlimit.Flags
+	rf.Register(fs, "jobs")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), runUsage+redisHelp("job starts")+runUsageEnd)
+		fmt.Fprint(fs.Output(), runUsage+sharedlimit.Help("job starts")+runUsageEnd)
 		fs.PrintDefaults()
 	}
 	// Flags end at the command: its own flags are its own.
@@ -113,7 +114,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
-	shared, err := rf.check(units.JobRate)
+	shared, err := rf.Check(units.JobRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
@@ -132,7 +133,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 			return command.ExitUsage
 		}
-		sl, stop, status := shared.begin(stderr, prefix, cfg.rate, opts, formatJobRate)
+		sl, stop, status := shared.Begin(stderr, prefix, cfg.rate, opts, formatJobRate)
 		if status != command.ExitOK {
 			return status
 		}
@@ -230,7 +231,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// handing over a job; one blocked reading standard input stays
 		// until the process exits.
 		fmt.Fprintf(errOut, "%s: stopped: %v\n", prefix, err)
-		status = misconfiguredStatus(err, command.ExitFail)
+		status = sharedlimit.MisconfiguredStatus(err, command.ExitFail)
 	}
 	// Every job given counts: those the feeder read but Stream never took
 	// were not started either. (Read from standard input, the count is of
@@ -243,7 +244,7 @@ func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(errOut, ", %d not started", notStarted)
 		}
 		fmt.Fprintln(errOut)
-		status = misconfiguredStatus(err, command.ExitFail)
+		status = sharedlimit.MisconfiguredStatus(err, command.ExitFail)
 	}
 	if startFailure != 0 {
 		status = startFailure
@@ -422,4 +423,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// formatJobRate prints a rate of jobs per second for messages.
+func formatJobRate(r float64) string {
+	if math.IsInf(r, 1) {
+		return "no limit"
+	}
+	return fmt.Sprintf("%.4g jobs/s", r)
 }

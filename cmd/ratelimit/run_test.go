@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -33,7 +34,7 @@ func TestRunBinary(t *testing.T) {
 		if code != 0 || stderr != "" {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
-		if got := clitest.Recorded(t, dir); !mapsEqual(got, want) {
+		if got := clitest.Recorded(t, dir); !maps.Equal(got, want) {
 			t.Errorf("ran %v\nwant %v", got, want)
 		}
 		// 30 starts at 1000/s from an empty limiter with a burst of one
@@ -50,7 +51,7 @@ func TestRunBinary(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
 		want := map[string]string{"a": "a\n", "b c": "b c\n", "d": "d\n"}
-		if got := clitest.Recorded(t, dir); !mapsEqual(got, want) {
+		if got := clitest.Recorded(t, dir); !maps.Equal(got, want) {
 			t.Errorf("ran %v, want %v", got, want)
 		}
 	})
@@ -117,18 +118,6 @@ func TestRunBinary(t *testing.T) {
 			t.Errorf("missing command: exit %d, stderr %q", code, stderr)
 		}
 	})
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestExpandCommand(t *testing.T) {

@@ -1,4 +1,10 @@
-package main
+// Package sharedlimit is how pipe and run share one limit across processes
+// and machines through Redis (package distributed): the flags (--redis,
+// --name, --join, --fail-closed, --safe-rate) and their usage text, the
+// check at start that tells a Redis that is down from one set up wrong or a
+// name that holds another limit, a notice each time the limiter loses Redis
+// or finds it again, and giving unspent permits back at the end.
+package sharedlimit
 
 import (
 	"context"
@@ -7,8 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
-	"strings"
+	"os"
 	"sync"
 	"time"
 
@@ -16,17 +21,12 @@ import (
 
 	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
-	"github.com/smoothrate/ratelimit/internal/redisscript"
-	"github.com/smoothrate/ratelimit/throttle"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 )
 
-// This file holds what pipe and run share to put their limit in Redis
-// (package distributed): the flags, the URL forms, the start-up check, a
-// notice when the limiter falls back, and closing.
-
-// redisHelp is the part of a command's usage text that explains --redis.
-// unit names what the command's rate counts ("bytes", "jobs").
-func redisHelp(unit string) string {
+// Help is the part of a command's usage text that explains --redis.
+// unit names what the command's rate counts ("bytes", "job starts").
+func Help(unit string) string {
 	return `Sharing one limit across processes (and machines): give every process the
 same --redis URL and --name. They then draw from one rate of ` + unit + `
 kept in Redis (package distributed): together they go at RATE, not at RATE
@@ -36,9 +36,7 @@ for pipe, jobs for run). A process that asks for another rate, kind or
 unit is refused with exit status 2, as two programs that picked the same
 name by accident must not share one limit; with --join it joins anyway and
 adopts the stored rate. Redis URLs:
-  redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
-  redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
-The password is better given with --redis-password-file or $REDIS_PASSWORD
+` + redisflag.URLForms + `The password is better given with --redis-password-file or $REDIS_PASSWORD
 than in the URL, which every user of the machine can read on the command
 line.
 When Redis cannot be reached, a process fails open by default: it spends
@@ -53,34 +51,29 @@ the name) is not an outage: the command exits with status 2 and says why.
 `
 }
 
-// redisFlags are the flags that move a command's limit into Redis.
-type redisFlags struct {
+// Flags are the flags that move a command's limit into Redis.
+type Flags struct {
 	unit       string // what the command's rate counts, recorded with the shared state
-	url        string
+	redis      redisflag.Flags
 	name       string
 	failClosed bool
 	safeRate   string
 	join       bool
-	// passwordFile holds Redis's password, so that it need not be in
-	// the URL on the command line, where every user of the machine can
-	// read it; $REDIS_PASSWORD does the same.
-	passwordFile string
 }
 
-// register adds the flags to fs; unit names what the command's rate counts
+// Register adds the flags to fs; unit names what the command's rate counts
 // ("bytes", "jobs").
-func (f *redisFlags) register(fs *flag.FlagSet, unit string) {
+func (f *Flags) Register(fs *flag.FlagSet, unit string) {
 	f.unit = unit
 	fs.BoolVar(&f.join, "join", false, "with --redis: join --name even if it holds another rate, kind or unit, adopting them (else exit status 2)")
-	fs.StringVar(&f.url, "redis", "", "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
+	f.redis.Register(fs, "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
 	fs.StringVar(&f.name, "name", "", "with --redis: the shared limit's `name`; processes with the same name share one rate")
-	fs.StringVar(&f.passwordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "with --redis: stop (exit status 1) when Redis cannot be reached, instead of carrying on at a fallback rate")
 	fs.StringVar(&f.safeRate, "safe-rate", "", "with --redis: this process's `rate` while Redis cannot be reached (default: RATE divided by the processes Redis last reported; needed to start while Redis is down)")
 }
 
-// sharedConfig is the checked form of redisFlags.
-type sharedConfig struct {
+// Config is the checked form of Flags.
+type Config struct {
 	newClient func() redis.UniversalClient
 	where     string // the server(s), without password, for messages
 	name      string
@@ -90,14 +83,14 @@ type sharedConfig struct {
 	safeRate  float64 // 0: the library's default
 }
 
-// check validates the flags; it returns nil, nil when --redis is not given.
+// Check validates the flags; it returns nil, nil when --redis is not given.
 // parseRate reads --safe-rate in the command's own units.
-func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConfig, error) {
-	if f.url == "" {
+func (f *Flags) Check(parseRate func(string) (float64, error)) (*Config, error) {
+	if f.redis.URL == "" {
 		for _, used := range []struct {
 			set  bool
 			flag string
-		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}, {f.passwordFile != "", "--redis-password-file"}} {
+		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}, {f.redis.PasswordFile != "", "--redis-password-file"}} {
 			if used.set {
 				return nil, fmt.Errorf("%s only applies to a limit shared through Redis: add --redis URL", used.flag)
 			}
@@ -107,13 +100,10 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 	if f.name == "" {
 		return nil, errors.New("--redis needs --name: the processes that share a limit find it by name, e.g. --name uploads")
 	}
-	c := &sharedConfig{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed}
-	password, err := redisPassword(f.passwordFile)
-	if err != nil {
+	c := &Config{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed}
+	var err error
+	if c.newClient, c.where, err = f.redis.Client(os.Getenv); err != nil {
 		return nil, err
-	}
-	if c.newClient, c.where, err = parseRedisURL(f.url, password); err != nil {
-		return nil, fmt.Errorf("--redis %q: %w", redactURL(f.url), err)
 	}
 	if f.safeRate != "" {
 		if f.failClosed {
@@ -128,126 +118,18 @@ func (f *redisFlags) check(parseRate func(string) (float64, error)) (*sharedConf
 	return c, nil
 }
 
-const clusterSuffix = "+cluster"
-
-// parseRedisURL reads a server URL (redis.ParseURL: redis://, rediss://,
-// unix://) or a cluster URL of our own: redis+cluster://host:port,host:port
-// or rediss+cluster://, whose first node becomes the URL's host and the
-// others go.redis's addr= parameters (redis.ParseClusterURL's form, which is
-// accepted too). password, unless empty, is the password, given apart from
-// the URL (a file, the environment) so that it need not be on a command
-// line; the URL must not hold another. It connects to nothing.
-func parseRedisURL(s, password string) (newClient func() redis.UniversalClient, where string, err error) {
-	setPassword := func(have *string) error {
-		switch {
-		case password == "":
-		case *have != "" && *have != password:
-			return errors.New("the URL holds a password and --redis-password-file or REDIS_PASSWORD another: give one")
-		default:
-			*have = password
-		}
-		return nil
-	}
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return nil, "", errors.New("not a URL: expected redis://host:port/db or redis+cluster://host:port,host:port")
-	}
-	base, isCluster := strings.CutSuffix(scheme, clusterSuffix)
-	if !isCluster {
-		opt, err := redis.ParseURL(s)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := setPassword(&opt.Password); err != nil {
-			return nil, "", err
-		}
-		// The distributed limiter bounds each call with a context
-		// deadline; this makes the deadline bound the socket I/O too.
-		opt.ContextTimeoutEnabled = true
-		if opt.DialerRetries == 0 {
-			// One dial per call: the limiter retries on its own,
-			// with growing pauses, and a refused connection is
-			// reported as such rather than as a timeout.
-			opt.DialerRetries = 1
-		}
-		return func() redis.UniversalClient { return redis.NewClient(opt) }, opt.Addr, nil
-	}
-	if base != "redis" && base != "rediss" {
-		return nil, "", fmt.Errorf("unknown scheme %q: expected redis+cluster or rediss+cluster", scheme)
-	}
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
-	}
-	userinfo, hosts := "", authority
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		userinfo, hosts = authority[:i+1], authority[i+1:]
-	}
-	nodes := strings.Split(hosts, ",")
-	for _, n := range nodes {
-		if n == "" {
-			return nil, "", errors.New("empty node address in the cluster's list")
-		}
-	}
-	u, err := url.Parse(base + "://" + userinfo + nodes[0] + tail)
-	if err != nil {
-		return nil, "", err
-	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, "", fmt.Errorf("a cluster has no database numbers (path %q)", u.Path)
-	}
-	q := u.Query()
-	for _, n := range nodes[1:] {
-		q.Add("addr", n)
-	}
-	u.RawQuery = q.Encode()
-	opt, err := redis.ParseClusterURL(u.String())
-	if err != nil {
-		return nil, "", err
-	}
-	if err := setPassword(&opt.Password); err != nil {
-		return nil, "", err
-	}
-	opt.ContextTimeoutEnabled = true
-	if opt.DialerRetries == 0 {
-		opt.DialerRetries = 1
-	}
-	// go-redis re-reads the slot map only on MOVED/ASK replies or every
-	// 60 s by default; a dead primary sends neither, so without this a
-	// failover would leave the command alone at its fallback share for up
-	// to a minute (see distributed's TestClusterFailover).
-	if opt.ClusterStateReloadInterval == 0 {
-		opt.ClusterStateReloadInterval = 250 * time.Millisecond
-	}
-	return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, strings.Join(opt.Addrs, ","), nil
-}
-
-// quietLogger drops go-redis's log lines.
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// sharedLimit is a distributed limiter with the client it owns.
-type sharedLimit struct {
+// Limit is a distributed limiter with the client it owns.
+type Limit struct {
 	*distributed.Limiter
 	client redis.UniversalClient
-	cfg    *sharedConfig
+	cfg    *Config
 	down   bool // start found Redis unreachable and said so
 }
 
-// redisCallTimeout bounds one Redis call of the limiter (the library's
-// default is 50 ms, for servers). A command runs on machines busy with
-// other work, where a process can stall for tens of milliseconds; a call
-// that outlives its timeout puts the limiter in fallback until a probe
-// succeeds, so a short one makes a command flap between sharing and running
-// alone. 200 ms of waiting on a hung Redis costs a pipe or a job queue
-// nothing a user would notice.
-const redisCallTimeout = 200 * time.Millisecond
-
 // open makes the limiter. rate is the fleet's rate; opts carry the kind
 // (warm-up or burst). It connects to nothing: see start.
-func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLimit, error) {
-	opts = append(opts, distributed.WithCallTimeout(redisCallTimeout), distributed.WithUnit(c.unit))
+func (c *Config) open(rate float64, opts ...distributed.Option) (*Limit, error) {
+	opts = append(opts, distributed.WithCallTimeout(redisflag.CallTimeout), distributed.WithUnit(c.unit))
 	if !c.join {
 		opts = append(opts, distributed.WithRefuseMismatch())
 	}
@@ -256,25 +138,22 @@ func (c *sharedConfig) open(rate float64, opts ...distributed.Option) (*sharedLi
 	} else {
 		opts = append(opts, distributed.WithSafeRate(c.safeRate))
 	}
-	// go-redis logs failed dials on standard error, once per call while
-	// the server is down; the command says what matters itself (start,
-	// watch), once.
-	redis.SetLogger(quietLogger{})
+	redisflag.Quiet() // start and watch say what matters, once
 	client := c.newClient()
 	lim, err := distributed.New(client, c.name, rate, opts...)
 	if err != nil {
 		_ = client.Close()
 		return nil, err
 	}
-	return &sharedLimit{Limiter: lim, client: client, cfg: c}, nil
+	return &Limit{Limiter: lim, client: client, cfg: c}, nil
 }
 
-// begin is what pipe and run do to share their limit: open the limiter,
-// check that Redis answers (start) and watch it. A status other than command.ExitOK
-// means the command must exit with it; the error has been printed on w.
-// Otherwise stop, to be deferred, ends the watch and closes the limiter,
-// giving unspent permits back.
-func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []distributed.Option, format func(float64) string) (sl *sharedLimit, stop func(), status int) {
+// Begin is what pipe and run do to share their limit: open the limiter,
+// check that Redis answers (start) and watch it. A status other than
+// command.ExitOK means the command must exit with it; the error has been
+// printed on w. Otherwise stop, to be deferred, ends the watch and closes
+// the limiter, giving unspent permits back.
+func (c *Config) Begin(w io.Writer, prefix string, rate float64, opts []distributed.Option, format func(float64) string) (sl *Limit, stop func(), status int) {
 	sl, err := c.open(rate, opts...)
 	if err != nil {
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
@@ -299,18 +178,15 @@ func (c *sharedConfig) begin(w io.Writer, prefix string, rate float64, opts []di
 // (exit status 2), not an outage.
 var errMisconfigured = errors.New("not set up for this limit")
 
-// misconfiguredStatus is the exit status for a limiter error: 2 (a usage
+// MisconfiguredStatus is the exit status for a limiter error: 2 (a usage
 // error) when Redis answered but is set up wrong, which no fallback and no
 // wait can fix; else status.
-func misconfiguredStatus(err error, status int) int {
+func MisconfiguredStatus(err error, status int) int {
 	if errors.Is(err, distributed.ErrMisconfigured) {
 		return command.ExitUsage
 	}
 	return status
 }
-
-// redisStartTimeout bounds the start-up check.
-const redisStartTimeout = time.Second
 
 // start checks that Redis answers, so that a wrong address or a server
 // that is down is reported before any work, not as a failed write later,
@@ -323,12 +199,12 @@ const redisStartTimeout = time.Second
 // too: a limiter that Redis has never answered knows no process count to
 // divide the rate by, and package distributed refuses rather than let every
 // process run at the full rate.
-func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
+func (s *Limit) start(w io.Writer, prefix string, format func(float64) string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
 	defer cancel()
 	err := s.client.Ping(ctx).Err()
 	if err == nil {
-		if err := clusterNodeAsServer(ctx, s.client); err != nil {
+		if err := redisflag.ClusterNodeAsServer(ctx, s.client); err != nil {
 			return fmt.Errorf("redis at %s is %w: %w", s.cfg.where, errMisconfigured, err)
 		}
 		// Any other failure is the limiter's to handle, as for any
@@ -342,7 +218,7 @@ func (s *sharedLimit) start(w io.Writer, prefix string, format func(float64) str
 		}
 		return nil
 	}
-	if misconfiguredRedis(err) {
+	if redisflag.Misconfigured(err) {
 		// Redis answered: not an outage, so no --safe-rate applies
 		// and no retry helps. A fleet started this way would run
 		// alone, every process, and never share.
@@ -397,7 +273,7 @@ const watchInterval = 200 * time.Millisecond
 // finds it again, so that a user sees why the pace changed. It returns the
 // function that stops it. Failing closed there is nothing to watch: the
 // command stops with the error.
-func (s *sharedLimit) watch(w io.Writer, prefix string, format func(float64) string) (stop func()) {
+func (s *Limit) watch(w io.Writer, prefix string, format func(float64) string) (stop func()) {
 	if s.cfg.failClose {
 		return func() {}
 	}
@@ -415,7 +291,7 @@ func (s *sharedLimit) watch(w io.Writer, prefix string, format func(float64) str
 			}
 			st := s.Stats()
 			switch {
-			case st.InFallback && !down && misconfiguredRedis(st.LastError):
+			case st.InFallback && !down && redisflag.Misconfigured(st.LastError):
 				fmt.Fprintf(w, "%s: redis at %s answers, but is not set up for this limit: %v; refusing\n",
 					prefix, s.cfg.where, st.LastError)
 			case st.InFallback && !down && st.FallbackRate == 0:
@@ -444,48 +320,11 @@ const closeTimeout = 2 * time.Second
 // closes the client. A failure only means that the unspent permits lapse
 // at the end of their lease: it is reported on w and changes no exit
 // status.
-func (s *sharedLimit) close(w io.Writer, prefix string) {
+func (s *Limit) close(w io.Writer, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	if err := s.Close(ctx); err != nil && !s.Stats().InFallback {
 		fmt.Fprintf(w, "%s: warning: %v\n", prefix, err)
 	}
 	_ = s.client.Close()
-}
-
-// formatJobRate prints a rate of jobs per second for messages.
-func formatJobRate(r float64) string {
-	if math.IsInf(r, 1) {
-		return "no limit"
-	}
-	return fmt.Sprintf("%.4g jobs/s", r)
-}
-
-// errClusterNode: a single-server URL names a node of a Redis Cluster.
-var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
-
-// clusterNodeAsServer reports errClusterNode when a client for one server
-// talks to a Cluster node: the node would answer MOVED for every key in
-// another node's slots, which no wait would end. Every command that takes
-// --redis runs it at start (exit status 2). A node that does not answer is
-// not this check's business (the command's own start check reports it).
-func clusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
-	c, ok := client.(*redis.Client)
-	if !ok {
-		return nil
-	}
-	info, err := c.Info(ctx, "cluster").Result()
-	if err == nil && strings.Contains(info, "cluster_enabled:1") {
-		return errClusterNode
-	}
-	return nil
-}
-
-// misconfiguredRedis: Redis answered with an error no retry can fix (set
-// up wrong), as a library classified it (throttle's, rls's and
-// distributed's ErrMisconfigured) or, for a client's own call such as a
-// PING, as the libraries' shared classifier does.
-func misconfiguredRedis(err error) bool {
-	return errors.Is(err, throttle.ErrMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) ||
-		redisscript.Classify(err) == redisscript.Misconfigured
 }

@@ -1,13 +1,16 @@
-package main
+package redisflag
 
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // TestClusterNodeAsServer: a single-server URL (redis://) naming a node of
 // a Redis Cluster is a misconfiguration for every command that takes
@@ -24,7 +27,7 @@ func TestClusterNodeAsServer(t *testing.T) {
 		if failOpen {
 			args = append([]string{"--fail-open"}, args...)
 		}
-		if stderr, code := runProxyEnv(t, bin, nil, args...); code != command.ExitUsage || !strings.Contains(stderr, why) {
+		if stderr, code := clitest.RunToExit(t, bin, nil, 30*time.Second, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...); code != command.ExitUsage || !strings.Contains(stderr, why) {
 			t.Errorf("proxy (fail-open %v): status %d, stderr %q", failOpen, code, stderr)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package sharedlimit
 
 import (
 	"bytes"
@@ -35,9 +35,9 @@ func holdName(t *testing.T, bin string, args ...string) {
 	require.NoError(t, err, "%q: no output", args)
 }
 
-// Names cannot collide silently (issue 11 item 2): a run at 1/s started
-// while a pipe at 1MB/s held its name used to join the pipe's limit and run
-// its jobs at a million per second. A process whose rate, kind or unit
+// Names cannot collide silently: a run at 1/s started while a pipe at
+// 1MB/s holds its name must not join the pipe's limit and run its jobs at
+// a million per second. A process whose rate, kind or unit
 // differs from what its name holds exits 2 before reading or running
 // anything, unless --join says that adopting the stored limit is intended.
 func TestNamesCannotCollide(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package sharedlimit
 
 import (
 	"bytes"
@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,13 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // These tests run the built binary against real redis-server processes
 // (internal/redistest): without redis-server they skip, except with CI=true,
@@ -37,6 +39,9 @@ import (
 // machine only makes a run longer, so these bounds cannot fail because of
 // load; they fail if the processes do not share the rate (each would then
 // go at R, and the run would take about half as long).
+
+// pipeBurst is pipe's default --burst, in time at the rate.
+const pipeBurst = 100 * time.Millisecond
 
 // leaseDuration is package distributed's default τ. The lease script caps
 // a lease at max(what the call needs, share × τ), and a share is at most R,
@@ -132,7 +137,7 @@ func TestPipeSharesRateThroughRedis(t *testing.T) {
 		}
 	}
 	// At the shared rate the run takes 1.5 s.
-	checkSharedRun(t, procs, "bytes", float64(procs*size), rate, rate*defaultPipeBurst.Seconds(), elapsed)
+	checkSharedRun(t, procs, "bytes", float64(procs*size), rate, rate*pipeBurst.Seconds(), elapsed)
 }
 
 // checkSharedRun checks how long procs processes took to move total units
@@ -230,18 +235,6 @@ func TestRedisFlagErrors(t *testing.T) {
 	}
 }
 
-// unusedAddr returns a loopback address nothing listens on.
-func unusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // Redis down at start: failing closed, nothing is copied and the exit
 // status is 1. Failing open without --safe-rate, the same: a process that
 // has never reached Redis cannot know its share (package distributed
@@ -252,7 +245,7 @@ func unusedAddr(t *testing.T) string {
 // would take 4 ms.
 func TestRedisUnreachableAtStart(t *testing.T) {
 	bin := clitest.Binary(t)
-	url := "redis://" + unusedAddr(t) + "/0"
+	url := "redis://" + redistest.ClosedAddr(t) + "/0"
 	in := clitest.RandomInput(t, 400_000)
 
 	out, stderr, code, _ := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "x", "--fail-closed", "100MB/s")
@@ -498,58 +491,6 @@ func TestPipeLeavesRegistryOnExit(t *testing.T) {
 	}
 }
 
-// The URL forms reach go-redis as the right client with the right nodes.
-func TestParseRedisURL(t *testing.T) {
-	for _, c := range []struct {
-		url, where string
-		cluster    bool
-		addrs      []string
-		user, pass string
-		db         int
-		tls        bool
-	}{
-		{url: "redis://127.0.0.1:6380/2", where: "127.0.0.1:6380", addrs: []string{"127.0.0.1:6380"}, db: 2},
-		{url: "rediss://u:p@example.com:6390", where: "example.com:6390", addrs: []string{"example.com:6390"}, user: "u", pass: "p", tls: true},
-		{url: "redis+cluster://a:1,b:2,c:3", where: "a:1,b:2,c:3", cluster: true, addrs: []string{"a:1", "b:2", "c:3"}},
-		{url: "rediss+cluster://u:p@a:1,b:2/?dial_timeout=2s", where: "a:1,b:2", cluster: true, addrs: []string{"a:1", "b:2"}, user: "u", pass: "p", tls: true},
-		// go-redis's own cluster form.
-		{url: "redis+cluster://a:1?addr=b:2", where: "a:1,b:2", cluster: true, addrs: []string{"a:1", "b:2"}},
-	} {
-		newClient, where, err := parseRedisURL(c.url, "")
-		if err != nil {
-			t.Errorf("%s: %v", c.url, err)
-			continue
-		}
-		if where != c.where {
-			t.Errorf("%s: where %q, want %q", c.url, where, c.where)
-		}
-		client := newClient()
-		var addrs []string
-		var user, pass string
-		var db int
-		var tls, ctxTimeout bool
-		switch cl := client.(type) {
-		case *redis.Client:
-			o := cl.Options()
-			addrs, user, pass, db, tls, ctxTimeout = []string{o.Addr}, o.Username, o.Password, o.DB, o.TLSConfig != nil, o.ContextTimeoutEnabled
-		case *redis.ClusterClient:
-			o := cl.Options()
-			addrs, user, pass, tls, ctxTimeout = o.Addrs, o.Username, o.Password, o.TLSConfig != nil, o.ContextTimeoutEnabled
-			// A failover must be noticed within a second, not the
-			// go-redis default of 60 s.
-			if o.ClusterStateReloadInterval <= 0 || o.ClusterStateReloadInterval > time.Second {
-				t.Errorf("%s: ClusterStateReloadInterval %v, want (0, 1s]", c.url, o.ClusterStateReloadInterval)
-			}
-		}
-		_ = client.Close()
-		_, isCluster := client.(*redis.ClusterClient)
-		if isCluster != c.cluster || !slices.Equal(addrs, c.addrs) || user != c.user || pass != c.pass || db != c.db || tls != c.tls || !ctxTimeout {
-			t.Errorf("%s: cluster %v, addrs %q, user %q, password %q, db %d, TLS %v, context timeouts %v; want %v %q %q %q %d %v true",
-				c.url, isCluster, addrs, user, pass, db, tls, ctxTimeout, c.cluster, c.addrs, c.user, c.pass, c.db, c.tls)
-		}
-	}
-}
-
 // --burst and --warmup reach the shared state in Redis: its kind, burst
 // (seconds; a warming-up limiter has none, NaN: not checked) and warm-up
 // (µs) fields, read while the process runs.
@@ -565,7 +506,7 @@ func TestSharedStateKind(t *testing.T) {
 		kind          string
 		burst, warmup float64
 	}{
-		{[]string{"pipe", "1MB/s"}, "b", defaultPipeBurst.Seconds(), 0},
+		{[]string{"pipe", "1MB/s"}, "b", pipeBurst.Seconds(), 0},
 		{[]string{"pipe", "--burst", "250ms", "1MB/s"}, "b", 0.25, 0},
 		{[]string{"pipe", "--burst", "500kB", "1MB/s"}, "b", 0.5, 0},
 		{[]string{"pipe", "--warmup", "2s", "1MB/s"}, "w", math.NaN(), 2e6},
@@ -603,9 +544,9 @@ func TestSharedStateKind(t *testing.T) {
 	}
 }
 
-// A Redis that answers but is set up wrong is not an outage (issue 11
-// item 1): with --safe-rate, pipe used to warn that Redis "cannot be
-// reached" and run alone for the whole job. A wrong database, a cluster URL
+// A Redis that answers but is set up wrong is not an outage: with
+// --safe-rate, pipe must not warn that Redis "cannot be reached" and run
+// alone for the whole job. A wrong database, a cluster URL
 // for a standalone server, a wrong or missing password, or a key of
 // another program under the name: exit 2, with the reason, and nothing
 // copied or run.
@@ -637,4 +578,46 @@ func TestRedisMisconfigured(t *testing.T) {
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
 	check("redis://:wrong@"+srv.Addr()+"/0", "x", "WRONGPASS")
 	check(clitest.RedisURL(srv), "x", "NOAUTH")
+}
+
+// TestRedisPasswordFromFileOrEnv: pipe and run take Redis's password as
+// proxy does, from --redis-password-file or $REDIS_PASSWORD, so that it
+// need not be on the command line; a wrong one is still exit 2.
+func TestRedisPasswordFromFileOrEnv(t *testing.T) {
+	bin := clitest.Binary(t)
+	srv := redistest.Start(t)
+	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want int
+	}{
+		{"file", nil, []string{"--redis-password-file", pwFile}, command.ExitOK},
+		{"environment", []string{"REDIS_PASSWORD=s3cret"}, nil, command.ExitOK},
+		{"wrong environment", []string{"REDIS_PASSWORD=nope"}, nil, command.ExitUsage},
+	} {
+		for _, cmdArgs := range [][]string{
+			{"pipe", "--name", "pw-pipe", "1MB/s"},
+			{"run", "--name", "pw-run", "--rate", "100/s", "true", ":::", "a"},
+		} {
+			args := append([]string{cmdArgs[0], "--redis", clitest.RedisURL(srv)}, tc.args...)
+			args = append(args, cmdArgs[1:]...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), tc.env...)
+			cmd.Stdin = strings.NewReader("data")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if exit, ok := err.(*exec.ExitError); ok {
+				code = exit.ExitCode()
+			}
+			if code != tc.want || strings.Contains(string(out), "s3cret") {
+				t.Errorf("%s, %v: status %d, output %q; want %d, no password shown", tc.name, args, code, out, tc.want)
+			}
+		}
+	}
 }
