@@ -28,6 +28,8 @@ import (
 	"strings"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/pipe"
+	"github.com/smoothrate/ratelimit/internal/cli/run"
 	"github.com/smoothrate/ratelimit/internal/cli/trace"
 )
 
@@ -42,19 +44,19 @@ type subcommand struct {
 // with its run function and one line here.
 var commands = map[string]subcommand{
 	"trace": {trace.Summary, trace.Run},
-	"pipe":  {"copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)", runPipe},
-	"run":   {"run a command per input line, like xargs, at a given rate and parallelism", runJobs},
+	"pipe":  {pipe.Summary, pipe.Run},
+	"run":   {run.Summary, run.Run},
 	"proxy": {"serve a rate-limiting reverse proxy in front of an HTTP service", runProxy},
 	"rls":   {"serve Envoy's global rate limit service (envoyproxy/ratelimit's configuration, memory or Redis)", runRLS},
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run dispatches to a command. It is main without the process, so that tests
-// can call it in-process.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// dispatch runs the command args[0] names with the rest of args. It is main
+// without the process, so that tests can call it in-process.
+func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return command.ExitUsage

@@ -23,7 +23,7 @@ func TestDispatch(t *testing.T) {
 		{"no command", nil, "Usage: ratelimit"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
+		code := dispatch(tc.args, strings.NewReader(""), &stdout, &stderr)
 		if code != 2 {
 			t.Errorf("%s: exit status %d, want 2", tc.name, code)
 		}
@@ -36,11 +36,11 @@ func TestDispatch(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "trace") {
+	if code := dispatch([]string{"help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "trace") {
 		t.Errorf("help: exit %d, %q", code, stdout.String())
 	}
 	stdout.Reset()
-	if code := run([]string{"help", "trace"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "acquire:N") || !strings.Contains(stdout.String(), "-warmup") {
+	if code := dispatch([]string{"help", "trace"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "acquire:N") || !strings.Contains(stdout.String(), "-warmup") {
 		t.Errorf("help trace: exit %d, help text:\n%s", code, stdout.String())
 	}
 }

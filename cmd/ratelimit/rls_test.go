@@ -379,14 +379,14 @@ func TestRLSCheck(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, fmt.Sprintf(perDay, 1))
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, command.ExitOK, run([]string{"rls", "--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
+	assert.Equal(t, command.ExitOK, dispatch([]string{"rls", "--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), "is valid")
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	stdout.Reset()
 	stderr.Reset()
-	assert.Equal(t, command.ExitUsage, run([]string{"rls", "--config", bad, "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitUsage, dispatch([]string{"rls", "--config", bad, "--check"}, nil, &stdout, &stderr))
 	line := stderr.String()
 	assert.Equal(t, 1, strings.Count(line, "\n"), "one line: %q", line)
 	assert.True(t, strings.HasPrefix(line, "ratelimit rls: "+bad+": "), "%q", line)
@@ -394,7 +394,7 @@ func TestRLSCheck(t *testing.T) {
 	assert.Empty(t, stdout.String())
 
 	stderr.Reset()
-	assert.Equal(t, command.ExitUsage, run([]string{"rls", "--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitUsage, dispatch([]string{"rls", "--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "missing")
 }
 
@@ -416,7 +416,7 @@ func TestRLSFlagErrors(t *testing.T) {
 		{[]string{"--redis-password-file", "/nonexistent"}, "only applies with --redis"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(append([]string{"rls", "--config", cfg}, tc.args...), nil, &stdout, &stderr)
+		code := dispatch(append([]string{"rls", "--config", cfg}, tc.args...), nil, &stdout, &stderr)
 		assert.Equal(t, command.ExitUsage, code, "%q", tc.args)
 		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%q: %q", tc.args, stderr.String())
 		assert.Contains(t, stderr.String(), tc.want, "%q", tc.args)

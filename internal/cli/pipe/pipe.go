@@ -1,4 +1,7 @@
-package main
+// Package pipe is `ratelimit pipe`: it copies standard input to standard
+// output at a given rate of bytes (package shape over a limiter, or a limit
+// shared through Redis), with a progress line on a terminal.
+package pipe
 
 import (
 	"errors"
@@ -73,7 +76,12 @@ type pipeConfig struct {
 // enough that an idle spell does not turn into a noticeable burst.
 const defaultPipeBurst = 100 * time.Millisecond
 
-func runPipe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Summary is pipe's line in the list of commands.
+const Summary = "copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)"
+
+// Run runs `ratelimit pipe` with args (what follows "pipe" on the command
+// line) and returns its exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pipe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var rateS, burstS, chunkS, sizeS string

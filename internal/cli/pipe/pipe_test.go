@@ -1,18 +1,27 @@
-package main
+package pipe
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // The built binary copies its input byte for byte, whatever the chunk,
 // burst or warm-up, and it really limits: 2 MB at 40 MB/s from an empty
@@ -70,7 +79,7 @@ func TestPipeBadArguments(t *testing.T) {
 		{[]string{"1M", "--nosuchflag"}, "flag provided but not defined"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(append([]string{"pipe"}, tc.args...), strings.NewReader("data"), &stdout, &stderr)
+		code := Run(tc.args, strings.NewReader("data"), &stdout, &stderr)
 		if code != command.ExitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("pipe %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, stdout.String(), stderr.String(), tc.want)
 		}
@@ -80,9 +89,10 @@ func TestPipeBadArguments(t *testing.T) {
 	if _, stderr, code, _ := clitest.Exec(t, bin, nil, "", "pipe", "5 parsecs"); code != 2 || !strings.HasPrefix(stderr, `ratelimit pipe: rate "5 parsecs": unknown unit`) {
 		t.Errorf("binary: exit %d, stderr %q", code, stderr)
 	}
-	// help prints the usage and succeeds.
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"help", "pipe"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Usage: ratelimit pipe") {
+	// help prints the usage and succeeds ("ratelimit help pipe" runs -h,
+	// both streams on stdout).
+	var stdout bytes.Buffer
+	if code := Run([]string{"-h"}, nil, &stdout, &stdout); code != 0 || !strings.Contains(stdout.String(), "Usage: ratelimit pipe") {
 		t.Errorf("help pipe: exit %d, %q", code, stdout.String())
 	}
 }
@@ -92,14 +102,14 @@ func TestPipeBadArguments(t *testing.T) {
 func TestPipeInProcess(t *testing.T) {
 	in := clitest.RandomInput(t, 1<<20)
 	var stdout, stderr bytes.Buffer
-	if code := runPipe([]string{"--chunk", "3KiB", "4GB/s"}, bytes.NewReader(in), &stdout, &stderr); code != 0 {
+	if code := Run([]string{"--chunk", "3KiB", "4GB/s"}, bytes.NewReader(in), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !bytes.Equal(stdout.Bytes(), in) || stderr.Len() != 0 {
 		t.Errorf("%d bytes out, stderr %q", stdout.Len(), stderr.String())
 	}
 	// A failing writer is exit status 1 with the error.
-	if code := runPipe([]string{"inf"}, bytes.NewReader(in), failWriter{}, &stderr); code != command.ExitFail || !strings.Contains(stderr.String(), "disk full") {
+	if code := Run([]string{"inf"}, bytes.NewReader(in), failWriter{}, &stderr); code != command.ExitFail || !strings.Contains(stderr.String(), "disk full") {
 		t.Errorf("failing output: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -192,4 +202,37 @@ func TestIsTerminal(t *testing.T) {
 	if !isTerminal(null) {
 		t.Error("/dev/null is a character device")
 	}
+}
+
+// TestPipeInterruptEndsProgressLine: Ctrl-C during pipe ends the progress
+// line with a newline, so that the shell's prompt starts on a line of its
+// own, and the status is 130.
+func TestPipeInterruptEndsProgressLine(t *testing.T) {
+	bin := clitest.Binary(t)
+	cmd := exec.Command(bin, "pipe", "--progress", "1k")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	stderrPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	cmd.Stdout = io.Discard
+	require.NoError(t, cmd.Start())
+	_, err = stdin.Write(make([]byte, 64<<10)) // a minute's worth at 1 kB/s
+	require.NoError(t, err)
+
+	// Wait for the first progress line (drawn after 250 ms), then
+	// interrupt.
+	r := bufio.NewReader(stderrPipe)
+	first, err := r.ReadString('\r')
+	require.NoError(t, err)
+	require.Equal(t, "\r", first, "nothing before the first progress line")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	rest, err := io.ReadAll(r)
+	require.NoError(t, err)
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 130, exit.ExitCode())
+	assert.True(t, strings.HasSuffix(string(rest), "\n"), "stderr after the interrupt: %q", rest)
+	assert.Contains(t, string(rest), "B/s now")
 }

@@ -1,18 +1,26 @@
-package main
+package run
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 func TestRunBinary(t *testing.T) {
 	bin := clitest.Binary(t)
@@ -174,7 +182,7 @@ func TestRunInProcessParallelOutput(t *testing.T) {
 	for i := range 20 {
 		fmt.Fprintf(&in, "%d\n", i)
 	}
-	code := runJobs([]string{"--rate", "inf", "-P", "4", "echo", "n={}"}, strings.NewReader(in.String()), &stdout, &stderr)
+	code := Run([]string{"--rate", "inf", "-P", "4", "echo", "n={}"}, strings.NewReader(in.String()), &stdout, &stderr)
 	if code != 0 || stderr.Len() != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
@@ -195,4 +203,46 @@ func TestQuoteWords(t *testing.T) {
 	if want := `echo "a b" "" "it's" plain-word`; got != want {
 		t.Errorf("quoteWords = %s, want %s", got, want)
 	}
+}
+
+// TestRunCannotExecute: a command that exists but cannot be executed is
+// status 126, as with xargs (127 stays for one that does not exist), both
+// when run finds it at start and when a job's command is a template.
+func TestRunCannotExecute(t *testing.T) {
+	bin := clitest.Binary(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "noexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o644))
+
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "./noexec.sh", ":::", "a")
+	assert.Equal(t, exitCannotRun, code, stderr)
+	assert.Contains(t, stderr, "permission denied")
+
+	_, stderr, code, _ = clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "./{}", ":::", "noexec.sh")
+	assert.Equal(t, exitCannotRun, code, stderr)
+
+	_, stderr, code, _ = clitest.Exec(t, bin, nil, dir, "run", "--rate", "inf", "./{}", ":::", "missing.sh")
+	assert.Equal(t, exitNotFound, code, stderr)
+}
+
+// TestRunSummaryCountsEveryJob: stopped by --fail-fast after the second of
+// four jobs, the summary still counts the four given.
+func TestRunSummaryCountsEveryJob(t *testing.T) {
+	bin := clitest.Binary(t)
+	dir := clitest.ScriptDir(t)
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, "run", "--fail-fast", "--rate", "inf", "sh", "rec.sh", ":::", "ok1", "bad", "ok2", "ok3")
+	assert.Equal(t, command.ExitFail, code)
+	assert.Contains(t, stderr, "ratelimit run: 1 of 4 jobs failed, 2 not started\n")
+}
+
+// TestRunInterrupted: SIGINT stops run from starting jobs and it exits 130
+// (128 + SIGINT), as a shell reports a process that Ctrl-C stopped, with
+// the jobs not started counted.
+func TestRunInterrupted(t *testing.T) {
+	bin := clitest.Binary(t)
+	// The first job interrupts its parent, the ratelimit process; the
+	// second cannot start before a second has passed, so it never does.
+	_, stderr, code, _ := clitest.Exec(t, bin, nil, "", "run", "--rate", "1/s", "--burst", "0",
+		"sh", "-c", `kill -INT $PPID`, "sh", ":::", "a", "b", "c")
+	assert.Equal(t, 130, code, stderr)
+	assert.Contains(t, stderr, "ratelimit run: 0 of 3 jobs failed, 2 not started\n")
 }

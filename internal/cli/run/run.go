@@ -1,4 +1,8 @@
-package main
+// Package run is `ratelimit run`: like xargs, it runs a command per job (a
+// line of standard input, or a word after ":::"), starting jobs no faster
+// than a given rate and at most so many at a time (package jobs over a
+// limiter, or a limit shared through Redis).
+package run
 
 import (
 	"bufio"
@@ -86,7 +90,12 @@ type runConfig struct {
 	jobs     []string // from ":::", or nil to read standard input
 }
 
-func runJobs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Summary is run's line in the list of commands.
+const Summary = "run a command per input line, like xargs, at a given rate and parallelism"
+
+// Run runs `ratelimit run` with args (what follows "run" on the command
+// line) and returns its exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	cfg := runConfig{burst: 1}
 	var rateS string
