@@ -10,14 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/metrics"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -106,22 +106,15 @@ func runProxy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 		return command.ExitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := serve.SignalContext()
 	defer stop()
 	return cfg.serve(ctx, stdout, stderr)
 }
 
-// Bounds of the serving side that no flag sets.
-const (
-	// readHeaderTimeout bounds the request line and headers, so that a
-	// client cannot hold a connection by sending them a byte at a time.
-	readHeaderTimeout = 10 * time.Second
-	// upstreamIdlePerHost is the idle pool to the backend: as many
-	// connections as requests at once under load, so that a busy proxy
-	// reuses them instead of opening one per request (and leaving as
-	// many sockets in TIME_WAIT).
-	upstreamIdlePerHost = 1024
-)
+// upstreamIdlePerHost is the idle pool to the backend: as many connections
+// as requests at once under load, so that a busy proxy reuses them instead
+// of opening one per request (and leaving as many sockets in TIME_WAIT).
+const upstreamIdlePerHost = 1024
 
 // serve runs the proxy until ctx ends, then drains it.
 func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
@@ -160,37 +153,37 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		return command.ExitUsage
 	}
 
-	ln, err := net.Listen("tcp", c.listen)
+	var listeners serve.Listeners
+	ln, err := listeners.Listen("", c.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
 		return command.ExitFail
+	}
+	var metricsLn net.Listener
+	if c.metrics != "" {
+		if metricsLn, err = listeners.Listen("--metrics", c.metrics); err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
+			return command.ExitFail
+		}
 	}
 	if c.maxConnsPerClient > 0 {
 		cl := &capLog{max: c.maxConnsPerClient, log: errLog, now: time.Now}
 		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused, cl.refused)
 	}
-	srv := &http.Server{
+	servers := &serve.Group{Prefix: "ratelimit proxy", Stderr: stderr, Work: "requests"}
+	servers.HTTP(&http.Server{
 		Handler:           p,
-		ReadHeaderTimeout: min(readHeaderTimeout, c.readTimeout),
+		ReadHeaderTimeout: min(serve.ReadHeaderTimeout, c.readTimeout),
 		IdleTimeout:       c.idleTimeout,
 		MaxHeaderBytes:    c.maxHeaderBytes,
 		ErrorLog:          errLog,
-	}
-	servers := []*http.Server{srv}
-	listeners := []net.Listener{ln}
+	}, ln)
 	metricsNote := ""
-	if c.metrics != "" {
-		mln, err := net.Listen("tcp", c.metrics)
-		if err != nil {
-			ln.Close()
-			fmt.Fprintf(stderr, "ratelimit proxy: --metrics: %v\n", err)
-			return command.ExitFail
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", &p.metrics)
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: c.idleTimeout, ErrorLog: errLog})
-		listeners = append(listeners, mln)
-		metricsNote = fmt.Sprintf(", metrics on http://%s/metrics", mln.Addr())
+	if metricsLn != nil {
+		ms := metrics.Server(p.metrics.write, errLog)
+		ms.IdleTimeout = c.idleTimeout
+		servers.HTTP(ms, metricsLn)
+		metricsNote = metrics.Banner(metricsLn)
 	}
 	// Before the line that says the proxy is up: a SIGHUP from then on
 	// reloads, and never kills.
@@ -198,29 +191,9 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	defer stopReload()
 	fmt.Fprintf(stdout, "ratelimit proxy: listening on http://%s, forwarding to %s, %s, %s%s\n",
 		ln.Addr(), c.target.Redacted(), c.limits, storeName, metricsNote)
-
-	failed := make(chan error, len(servers))
-	for i, s := range servers {
-		go func() { failed <- s.Serve(listeners[i]) }()
-	}
-	status := command.ExitOK
-	select {
-	case <-ctx.Done():
-	case err := <-failed:
-		fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
-		status = command.ExitFail
-	}
-	fmt.Fprintln(stderr, "ratelimit proxy: shutting down, letting requests in flight finish")
-	drain, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	for _, s := range servers {
-		if err := s.Shutdown(drain); err != nil {
-			fmt.Fprintf(stderr, "ratelimit proxy: shutdown: %v\n", err)
-			status = command.ExitFail
-		}
-	}
-	p.store.close()
-	p.backend.close()
+	status := servers.Run(ctx, nil)
+	p.store.Close()
+	p.backend.Close()
 	return status
 }
 
@@ -264,10 +237,6 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 func storeMisconfigured(err error) bool {
 	return redisflag.Misconfigured(err) || errors.Is(err, throttle.ErrInvalidOption)
 }
-
-// shutdownTimeout bounds how long requests in flight may take to finish
-// after SIGINT or SIGTERM.
-const shutdownTimeout = 30 * time.Second
 
 // trustedAddr reports whether a is one of --trusted-proxy's.
 func (c *proxyConfig) trustedAddr(a netip.Addr) bool {

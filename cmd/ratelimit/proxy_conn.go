@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/outage"
 )
 
 // connCap is a listener that keeps at most max connections open at once
@@ -101,7 +102,7 @@ func connAddr(c net.Conn) (netip.Addr, bool) {
 }
 
 // capLog logs the connections the cap refuses, summarised: the first at
-// once, then at most one line every outageSummaryEvery with how many were
+// once, then at most one line every outage.SummaryEvery with how many were
 // refused since and from which addresses (the first few), so that an
 // operator sees who hits the cap without a line per connection.
 type capLog struct {
@@ -126,7 +127,7 @@ func (c *capLog) refused(a netip.Addr) {
 		c.from = append(c.from, a)
 	}
 	now := c.now()
-	if !c.lastLine.IsZero() && now.Sub(c.lastLine) < outageSummaryEvery {
+	if !c.lastLine.IsZero() && now.Sub(c.lastLine) < outage.SummaryEvery {
 		return
 	}
 	from := make([]string, len(c.from))

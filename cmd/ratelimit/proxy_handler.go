@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit/httplimit"
+	"github.com/smoothrate/ratelimit/internal/cli/outage"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -34,8 +35,8 @@ type proxy struct {
 	step    atomic.Pointer[limitStep] // replaced whole by a reload
 	forward http.Handler              // the reverse proxy to the target
 	metrics proxyMetrics
-	store   *outageLog // the store's outages
-	backend *outageLog // the backend's
+	store   *outage.Log // the store's outages
+	backend *outage.Log // the backend's
 	log     *log.Logger
 }
 
@@ -68,8 +69,8 @@ func stateOf(r *http.Request) *requestState {
 
 func (c *proxyConfig) newProxy(store throttle.Store, storeName string, errLog *log.Logger) (*proxy, error) {
 	p := &proxy{cfg: c, limits: store, log: errLog,
-		store:   newOutageLog("store ("+storeName+")", errLog),
-		backend: newOutageLog("backend "+c.target.Redacted(), errLog),
+		store:   outage.New("store ("+storeName+")", errLog),
+		backend: outage.New("backend "+c.target.Redacted(), errLog),
 	}
 	dialer := &net.Dialer{Timeout: c.upstreamTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
@@ -87,7 +88,7 @@ func (c *proxyConfig) newProxy(store throttle.Store, storeName string, errLog *l
 		Rewrite:   p.rewrite,
 		Transport: transport,
 		ModifyResponse: func(*http.Response) error {
-			p.backend.ok()
+			p.backend.OK()
 			return nil
 		},
 		ErrorHandler: p.backendFailed,
@@ -152,7 +153,7 @@ func (p *proxy) newLimitStep(lc *limitConfig) (*limitStep, error) {
 func (p *proxy) admitted(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
 	if st.storeErr == nil {
-		p.store.ok()
+		p.store.OK()
 	}
 	p.metrics.allowed.Add(1)
 	p.forward.ServeHTTP(w, r)
@@ -164,7 +165,7 @@ func (p *proxy) admitted(w http.ResponseWriter, r *http.Request) {
 // were how one client exhausted its file descriptors).
 func (p *proxy) refused(r *http.Request, _ throttle.Decision) {
 	p.metrics.refused.Add(1)
-	p.store.ok()
+	p.store.OK()
 	if st := stateOf(r); st.closeOnRefusal && st.w != nil {
 		st.w.Header().Set("Connection", "close")
 	}
@@ -177,11 +178,11 @@ func (p *proxy) storeFailed(r *http.Request, err error) {
 	p.metrics.storeErrors.Add(1)
 	switch {
 	case storeMisconfigured(err):
-		p.store.fail(err, "answered 503 (Redis set up wrong: never fails open)")
+		p.store.Fail(err, "answered 503 (Redis set up wrong: never fails open)")
 	case p.cfg.failOpen && errors.Is(err, throttle.ErrUnavailable):
-		p.store.fail(err, "failed open")
+		p.store.Fail(err, "failed open")
 	default:
-		p.store.fail(err, "failed closed (503)")
+		p.store.Fail(err, "failed closed (503)")
 	}
 }
 
@@ -203,12 +204,12 @@ func (p *proxy) backendFailed(w http.ResponseWriter, r *http.Request, err error)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 		p.metrics.backendErrors.Add(1)
-		p.backend.fail(err, "answered 504")
+		p.backend.Fail(err, "answered 504")
 		writeProblem(w, http.StatusGatewayTimeout, "the backend did not answer in time")
 		return
 	}
 	p.metrics.backendErrors.Add(1)
-	p.backend.fail(err, "answered 502")
+	p.backend.Fail(err, "answered 502")
 	writeProblem(w, http.StatusBadGateway, "the backend could not be reached")
 }
 

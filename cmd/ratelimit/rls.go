@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -10,17 +9,16 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/rls"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -159,7 +157,7 @@ func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if c.check {
 		return c.runCheck(stdout, stderr)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := serve.SignalContext()
 	defer stop()
 	return c.serve(ctx, stdout, stderr)
 }

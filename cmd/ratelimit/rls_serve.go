@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -22,17 +21,16 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/metrics"
+	"github.com/smoothrate/ratelimit/internal/cli/outage"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
 // This file holds what rls serves: the gRPC service (with the standard
 // health service), the reference's HTTP face (/json, /healthcheck) and the
 // metrics, and their graceful stop.
-
-// rlsShutdownTimeout bounds how long calls in flight may take to finish
-// after SIGINT or SIGTERM; Envoy's calls last milliseconds.
-const rlsShutdownTimeout = 30 * time.Second
 
 // maxJSONBody bounds a /json request: a RateLimitRequest is a few hundred
 // bytes.
@@ -210,19 +208,19 @@ func (f rlsAnswerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRe
 // proxy's: a line when an outage begins, with its reason, summaries while
 // it lasts, a line when it ends): a store failure by its answer, a call
 // that consulted the store (a status with a limit) as the store working.
-func noteStore(l *outageLog, resp *rlsv3.RateLimitResponse, err error) {
+func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
 	switch {
 	case err == nil:
 		for _, st := range resp.GetStatuses() {
 			if st.GetCurrentLimit() != nil {
-				l.ok()
+				l.OK()
 				return
 			}
 		}
 	case errors.Is(err, rls.ErrMisconfigured):
-		l.fail(err, "answered INTERNAL (Redis set up wrong: no wait ends it)")
+		l.Fail(err, "answered INTERNAL (Redis set up wrong: no wait ends it)")
 	case errors.Is(err, rls.ErrStore):
-		l.fail(err, "answered "+status.Code(err).String())
+		l.Fail(err, "answered "+status.Code(err).String())
 	}
 }
 
@@ -250,33 +248,21 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 
 	// Listen on everything first, so that a taken address stops the
 	// command before it serves anything.
-	var listeners []net.Listener
-	closeAll := func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}
-	listen := func(flagName, addr string) (net.Listener, bool) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: --%s: %v\n", prefix, flagName, err)
-			closeAll()
-			return nil, false
-		}
-		listeners = append(listeners, ln)
-		return ln, true
-	}
-	grpcLn, ok := listen("grpc", c.grpcAddr)
-	if !ok {
+	var listeners serve.Listeners
+	grpcLn, err := listeners.Listen("--grpc", c.grpcAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitFail
 	}
-	httpLn, ok := listen("http", c.httpAddr)
-	if !ok {
+	httpLn, err := listeners.Listen("--http", c.httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitFail
 	}
 	var metricsLn net.Listener
 	if c.metricsAddr != "" {
-		if metricsLn, ok = listen("metrics", c.metricsAddr); !ok {
+		if metricsLn, err = listeners.Listen("--metrics", c.metricsAddr); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 			return command.ExitFail
 		}
 	}
@@ -284,8 +270,8 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	hl := &rlsHealth{grpc: health.NewServer()}
 	hl.set(true)
 	var inFlight atomic.Int64
-	storeLog := newOutageLog("store ("+storeName+")", errLog)
-	defer storeLog.close()
+	storeLog := outage.New("store ("+storeName+")", errLog)
+	defer storeLog.Close()
 	// What both faces call: counted in flight, store failures logged.
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		inFlight.Add(1)
@@ -298,21 +284,21 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.grpc)
 
+	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}
+	servers.GRPC(gs, grpcLn)
 	mux := http.NewServeMux()
 	mux.Handle("POST /json", jsonHandler(answer))
 	mux.Handle("/healthcheck", hl)
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
-	servers := []*http.Server{httpSrv}
+	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
-		mmux := http.NewServeMux()
-		mmux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			svc.WriteMetrics(w)
-			fmt.Fprintf(w, "# HELP ratelimit_rls_calls_in_flight ShouldRateLimit calls (gRPC and /json) being answered.\n# TYPE ratelimit_rls_calls_in_flight gauge\nratelimit_rls_calls_in_flight %d\n", inFlight.Load())
-		})
-		servers = append(servers, &http.Server{Handler: mmux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
-		metricsNote = fmt.Sprintf(", metrics on http://%s/metrics", metricsLn.Addr())
+		servers.HTTP(metrics.Server(func(out io.Writer) {
+			svc.WriteMetrics(out)
+			w := metrics.Writer{W: out}
+			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
+			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
+		}, errLog), metricsLn)
+		metricsNote = metrics.Banner(metricsLn)
 	}
 
 	w := newConfigWatcher(c, svc, fp, errLog)
@@ -322,40 +308,5 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",
 		prefix, grpcLn.Addr(), httpLn.Addr(), metricsNote, describeConfig(cfg), c.configPath, storeName)
 
-	failed := make(chan error, 1+len(servers))
-	go func() { failed <- gs.Serve(grpcLn) }()
-	go func() { failed <- httpSrv.Serve(httpLn) }()
-	if metricsLn != nil {
-		go func() { failed <- servers[1].Serve(metricsLn) }()
-	}
-	status := command.ExitOK
-	select {
-	case <-ctx.Done():
-	case err := <-failed:
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		status = command.ExitFail
-	}
-	fmt.Fprintf(stderr, "%s: shutting down, letting calls in flight finish\n", prefix)
-	hl.set(false)
-	drain, cancel := context.WithTimeout(context.Background(), rlsShutdownTimeout)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() {
-		gs.GracefulStop()
-		close(stopped)
-	}()
-	for _, s := range servers {
-		if err := s.Shutdown(drain); err != nil {
-			fmt.Fprintf(stderr, "%s: shutdown: %v\n", prefix, err)
-			status = command.ExitFail
-		}
-	}
-	select {
-	case <-stopped:
-	case <-drain.Done():
-		gs.Stop()
-		fmt.Fprintf(stderr, "%s: shutdown: gRPC calls still running after %v: stopped\n", prefix, rlsShutdownTimeout)
-		status = command.ExitFail
-	}
-	return status
+	return servers.Run(ctx, func() { hl.set(false) })
 }

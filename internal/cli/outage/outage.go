@@ -1,4 +1,8 @@
-package main
+// Package outage is the outage log of the serving commands (proxy, rls):
+// the failures of one thing a service depends on (its store, its backend),
+// logged as an operator can act on them, one line when an outage begins,
+// summaries while it lasts, one line when it ends.
+package outage
 
 import (
 	"fmt"
@@ -11,19 +15,19 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
-// outageLog logs the failures of one thing the proxy depends on (the
-// store, the backend) as an operator can act on them: one line when an
-// outage begins, with its reason; while it lasts, a summary at most every
-// outageSummaryEvery, with the requests it failed so far; one line when it
+// Log logs the failures of one thing a service depends on (the store, the
+// backend) as an operator can act on them: one line when an outage begins,
+// with its reason; while it lasts, a summary at most every SummaryEvery,
+// with the requests it failed so far; one line when it
 // ends, with its duration and the requests it failed, by what was done
 // with them (failed open, failed closed). Every outage is logged, however
 // many there are; no failure is dropped silently.
-type outageLog struct {
+type Log struct {
 	what string
 	log  *log.Logger
 	now  func() time.Time
 
-	down atomic.Bool // read without the lock by ok, on every request
+	down atomic.Bool // read without the lock by OK, on every request
 
 	mu        sync.Mutex
 	began     time.Time
@@ -38,16 +42,17 @@ type outcomeCount struct {
 	n       int64
 }
 
-// outageSummaryEvery is the least time between two lines about one
-// outage.
-const outageSummaryEvery = 10 * time.Second
+// SummaryEvery is the least time between two lines about one outage.
+const SummaryEvery = 10 * time.Second
 
-func newOutageLog(what string, l *log.Logger) *outageLog {
-	return &outageLog{what: what, log: l, now: time.Now}
+// New returns the log of what's outages (e.g. "store (redis host:6379)"),
+// written on l.
+func New(what string, l *log.Logger) *Log {
+	return &Log{what: what, log: l, now: time.Now}
 }
 
-// fail records a request that failed with err and what was done with it.
-func (o *outageLog) fail(err error, outcome string) {
+// Fail records a request that failed with err and what was done with it.
+func (o *Log) Fail(err error, outcome string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.now()
@@ -60,13 +65,13 @@ func (o *outageLog) fail(err error, outcome string) {
 	o.count(outcome)
 	o.sinceLine++
 	o.lastErr = reason
-	if now.Sub(o.lastLine) >= outageSummaryEvery {
+	if now.Sub(o.lastLine) >= SummaryEvery {
 		o.log.Printf("%s outage goes on (%v so far): %s; last error: %s", o.what, round(now.Sub(o.began)), o.summary(), reason)
 		o.lastLine, o.sinceLine = now, 0
 	}
 }
 
-func (o *outageLog) count(outcome string) {
+func (o *Log) count(outcome string) {
 	for i := range o.counts {
 		if o.counts[i].outcome == outcome {
 			o.counts[i].n++
@@ -76,7 +81,7 @@ func (o *outageLog) count(outcome string) {
 	o.counts = append(o.counts, outcomeCount{outcome, 1})
 }
 
-func (o *outageLog) summary() string {
+func (o *Log) summary() string {
 	parts := make([]string, len(o.counts))
 	for i, c := range o.counts {
 		parts[i] = fmt.Sprintf("%d %s %s", c.n, command.Plural(c.n, "request", "requests"), c.outcome)
@@ -84,8 +89,8 @@ func (o *outageLog) summary() string {
 	return strings.Join(parts, ", ")
 }
 
-// ok records a request that succeeded; the first after an outage ends it.
-func (o *outageLog) ok() {
+// OK records a request that succeeded; the first after an outage ends it.
+func (o *Log) OK() {
 	if !o.down.Load() {
 		return
 	}
@@ -98,8 +103,8 @@ func (o *outageLog) ok() {
 	o.log.Printf("%s outage ended after %v: %s", o.what, round(o.now().Sub(o.began)), o.summary())
 }
 
-// close logs an outage still going on when the proxy stops.
-func (o *outageLog) close() {
+// Close logs an outage still going on when the service stops.
+func (o *Log) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.down.Load() {
