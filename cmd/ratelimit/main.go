@@ -29,6 +29,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/pipe"
+	"github.com/smoothrate/ratelimit/internal/cli/proxy"
 	"github.com/smoothrate/ratelimit/internal/cli/run"
 	"github.com/smoothrate/ratelimit/internal/cli/trace"
 )
@@ -46,7 +47,7 @@ var commands = map[string]subcommand{
 	"trace": {trace.Summary, trace.Run},
 	"pipe":  {pipe.Summary, pipe.Run},
 	"run":   {run.Summary, run.Run},
-	"proxy": {"serve a rate-limiting reverse proxy in front of an HTTP service", runProxy},
+	"proxy": {proxy.Summary, proxy.Run},
 	"rls":   {"serve Envoy's global rate limit service (envoyproxy/ratelimit's configuration, memory or Redis)", runRLS},
 }
 

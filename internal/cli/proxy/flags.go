@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"errors"
@@ -50,14 +50,14 @@ type limitConfig struct {
 	alg     throttle.Algorithm
 	key     string // "ip", "route" or "header:NAME", as given
 	keyPart httplimit.KeyPart
-	queue   *queueConfig // nginx's limit_req beyond one plain limit (proxy_queue.go); nil: none
+	queue   *queueConfig // nginx's limit_req beyond one plain limit (queue.go); nil: none
 }
 
 // limitFlags are the flags that say what is limited and how: the ones a
 // --config file may hold, read again on SIGHUP.
 type limitFlags struct {
 	alg, key   string
-	queueFlags // --limit, --burst, --queue, --status, --dry-run (proxy_queue.go)
+	queueFlags // --limit, --burst, --queue, --status, --dry-run (queue.go)
 }
 
 func (f *limitFlags) register(fs *flag.FlagSet) {

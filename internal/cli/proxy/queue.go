@@ -1,4 +1,4 @@
-package main
+package proxy
 
 // nginx's limit_req for the proxy: --queue holds excess requests instead of
 // refusing them, --status picks the refusal's code, --dry-run watches

@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"encoding/json"
@@ -22,9 +22,9 @@ import (
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
-// These tests hold the proxy to issue 23's items on Redis set up wrong,
-// outage logs, paths and forwarding headers, and reload, driving the built
-// binary.
+// These tests hold the proxy to what an operator relies on: a Redis set up
+// wrong never failing open, outage logs, paths and forwarding headers that
+// cannot be spoofed, and reload, driving the built binary.
 
 // runProxyEnv runs the proxy to its end (it is expected to exit at start)
 // with more environment variables.

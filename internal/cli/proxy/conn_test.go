@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"bufio"
@@ -18,8 +18,9 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
 
-// These tests hold the proxy to issue 23's connection items, driving the
-// built binary as a hostile client and a slow backend would.
+// These tests hold the proxy's connections to what a hostile client and a
+// slow backend must not get from it (file descriptors held, bodies stalled,
+// backends hung), driving the built binary as they would.
 
 // rawRequest sends req (a whole HTTP/1.1 request, or its start) on a new
 // connection to addr and returns the connection and a reader of it.

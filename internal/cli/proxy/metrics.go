@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"io"
@@ -12,7 +12,7 @@ import (
 // justify a dependency.
 type proxyMetrics struct {
 	allowed, refused, storeErrors, backendErrors, connsRefused atomic.Int64
-	// --queue and --dry-run (proxy_queue.go)
+	// --queue and --dry-run (queue.go)
 	held, heldGone, dryRefused, dryHeld atomic.Int64
 }
 

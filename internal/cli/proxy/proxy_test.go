@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"bufio"
@@ -20,6 +20,8 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // These tests run the built binary as a user would: a backend on a free
 // loopback port, the proxy in front of it, a real HTTP client. Limits have

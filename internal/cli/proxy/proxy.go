@@ -1,4 +1,9 @@
-package main
+// Package proxy is `ratelimit proxy`: a rate-limiting reverse proxy in front
+// of an HTTP service, at nginx's level (limit_req's burst, delay and queue,
+// its status and dry run), keyed by client address, header or route, with
+// its state in memory or shared through Redis, never failing open on a
+// misconfiguration.
+package proxy
 
 import (
 	"context"
@@ -89,7 +94,12 @@ taken), 2 for bad flags or values or a Redis set up wrong.
 Flags:
 `
 
-func runProxy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Summary is proxy's line in the list of commands.
+const Summary = "serve a rate-limiting reverse proxy in front of an HTTP service"
+
+// Run runs `ratelimit proxy` with args (what follows "proxy" on the command
+// line) and returns its exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	var f proxyFlags
 	f.register(fs)
