@@ -1,9 +1,9 @@
 package main
 
 // The command line's one grammar and one style: every command reads
-// numbers and units with the same parser (internal/units),
-// reports every problem as one line "ratelimit <command>: <what is wrong>",
-// and exits with the statuses a shell user expects.
+// numbers and units with the same parser (internal/units), reports every
+// problem as one line "ratelimit <command>: <what is wrong>", and exits
+// with the statuses a shell user expects.
 
 import (
 	"bufio"

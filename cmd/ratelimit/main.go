@@ -11,12 +11,15 @@
 // For example, "ratelimit trace --warmup 2s" prints the schedule of a
 // warming-up limiter at 4 permits per second on a fake clock.
 //
-// Each command lives in its own file and registers itself with one line in
-// the commands table below. A command gets its arguments and the three
-// standard streams and returns the exit status: 0 on success, 1 when the work
-// itself failed, 2 for a usage error (bad flag, bad argument, a Redis that
-// is set up wrong), 128+n when signal n stopped it. Every error is one line
-// on standard error: "ratelimit <command>: <what is wrong>".
+// This package only dispatches: each command is a package of its own under
+// internal/cli (trace, pipe, run, proxy, rls), with one line in the
+// commands table below, and what several commands share is a package of its
+// own there too (internal/cli/command, serve, outage, metrics, redisflag,
+// sharedlimit). A command gets its arguments and the three standard streams
+// and returns the exit status: 0 on success, 1 when the work itself failed,
+// 2 for a usage error (bad flag, bad argument, a Redis that is set up
+// wrong), 128+n when signal n stopped it. Every error is one line on
+// standard error: "ratelimit <command>: <what is wrong>".
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/pipe"
 	"github.com/smoothrate/ratelimit/internal/cli/proxy"
+	"github.com/smoothrate/ratelimit/internal/cli/rls"
 	"github.com/smoothrate/ratelimit/internal/cli/run"
 	"github.com/smoothrate/ratelimit/internal/cli/trace"
 )
@@ -41,14 +45,14 @@ type subcommand struct {
 	run     func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 }
 
-// commands is the table of subcommands. Adding a command is adding a file
-// with its run function and one line here.
+// commands is the table of subcommands. Adding a command is adding its
+// package under internal/cli, with a Summary and a Run, and one line here.
 var commands = map[string]subcommand{
 	"trace": {trace.Summary, trace.Run},
 	"pipe":  {pipe.Summary, pipe.Run},
 	"run":   {run.Summary, run.Run},
 	"proxy": {proxy.Summary, proxy.Run},
-	"rls":   {"serve Envoy's global rate limit service (envoyproxy/ratelimit's configuration, memory or Redis)", runRLS},
+	"rls":   {rls.Summary, rls.Run},
 }
 
 func main() {

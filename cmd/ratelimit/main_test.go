@@ -44,3 +44,23 @@ func TestDispatch(t *testing.T) {
 		t.Errorf("help trace: exit %d, help text:\n%s", code, stdout.String())
 	}
 }
+
+// TestExitStatus: the process exits with the status dispatch returns, as
+// the commands' in-process tests assume.
+func TestExitStatus(t *testing.T) {
+	bin := clitest.Binary(t)
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"trace", "--qps", "0"}, 2, "ratelimit trace: "},
+		{[]string{"trcae"}, 2, `ratelimit: unknown command "trcae"`},
+		{[]string{"trace", "acquire"}, 0, ""},
+	} {
+		_, stderr, code := clitest.Run(t, bin, "", tc.args...)
+		if code != tc.code || !strings.HasPrefix(stderr, tc.stderr) || tc.stderr == "" && stderr != "" {
+			t.Errorf("%q: status %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.stderr)
+		}
+	}
+}

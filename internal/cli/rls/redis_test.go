@@ -1,4 +1,4 @@
-package main
+package rls
 
 // The tests of `ratelimit rls` that need a real redis-server
 // (internal/redistest): a Redis killed and restarted, one set up wrong,

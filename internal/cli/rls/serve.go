@@ -1,4 +1,4 @@
-package main
+package rls
 
 import (
 	"context"
@@ -204,10 +204,11 @@ func (f rlsAnswerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRe
 	return f(ctx, req)
 }
 
-// noteStore records a call's outcome in the store's outage log (the
-// proxy's: a line when an outage begins, with its reason, summaries while
-// it lasts, a line when it ends): a store failure by its answer, a call
-// that consulted the store (a status with a limit) as the store working.
+// noteStore records a call's outcome in the store's outage log (the proxy
+// keeps the same: a line when an outage begins, with its reason, summaries
+// while it lasts, a line when it ends): a store failure by its answer, a
+// call that consulted the store (a status with a limit) as the store
+// working.
 func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
 	switch {
 	case err == nil:

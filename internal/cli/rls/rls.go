@@ -1,4 +1,9 @@
-package main
+// Package rls is `ratelimit rls`: Envoy's global rate limit service
+// (package rls of the library) served over gRPC and the reference's HTTP
+// face, configured as envoyproxy/ratelimit is (its YAML files, reloaded as
+// they change, and its environment variables), with its counts in memory
+// or in Redis.
+package rls
 
 import (
 	"cmp"
@@ -117,7 +122,12 @@ const (
 	defaultPromAddr      = ":9090"
 )
 
-func runRLS(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Summary is rls's line in the list of commands.
+const Summary = "serve Envoy's global rate limit service (envoyproxy/ratelimit's configuration, memory or Redis)"
+
+// Run runs `ratelimit rls` with args (what follows "rls" on the command
+// line) and returns its exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &rlsConfig{}

@@ -1,4 +1,4 @@
-package main
+package rls
 
 import (
 	"encoding/json"
@@ -25,7 +25,7 @@ import (
 // with no unknown field, and passes the protos' own validation; every
 // configuration of ratelimit rls loads.
 func TestRLSDocs(t *testing.T) {
-	md, err := os.ReadFile("../../docs/rls.md")
+	md, err := os.ReadFile("../../../docs/rls.md")
 	require.NoError(t, err)
 	var envoy, configs int
 	for _, block := range codeBlocks(string(md), "yaml") {

@@ -1,4 +1,4 @@
-package main
+package rls
 
 // The tests of `ratelimit rls` drive the built binary (buildBinary) as an
 // operator would: gRPC calls with go-control-plane's client, the /json
@@ -36,6 +36,8 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
+
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // rlsWait bounds every wait for a condition: generous, since the machine
 // may be busy; a passing test waits only as long as the condition takes.
@@ -379,14 +381,14 @@ func TestRLSCheck(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, fmt.Sprintf(perDay, 1))
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, command.ExitOK, dispatch([]string{"rls", "--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
+	assert.Equal(t, command.ExitOK, Run([]string{"--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), "is valid")
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	stdout.Reset()
 	stderr.Reset()
-	assert.Equal(t, command.ExitUsage, dispatch([]string{"rls", "--config", bad, "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitUsage, Run([]string{"--config", bad, "--check"}, nil, &stdout, &stderr))
 	line := stderr.String()
 	assert.Equal(t, 1, strings.Count(line, "\n"), "one line: %q", line)
 	assert.True(t, strings.HasPrefix(line, "ratelimit rls: "+bad+": "), "%q", line)
@@ -394,7 +396,7 @@ func TestRLSCheck(t *testing.T) {
 	assert.Empty(t, stdout.String())
 
 	stderr.Reset()
-	assert.Equal(t, command.ExitUsage, dispatch([]string{"rls", "--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, command.ExitUsage, Run([]string{"--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "missing")
 }
 
@@ -416,7 +418,7 @@ func TestRLSFlagErrors(t *testing.T) {
 		{[]string{"--redis-password-file", "/nonexistent"}, "only applies with --redis"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := dispatch(append([]string{"rls", "--config", cfg}, tc.args...), nil, &stdout, &stderr)
+		code := Run(append([]string{"--config", cfg}, tc.args...), nil, &stdout, &stderr)
 		assert.Equal(t, command.ExitUsage, code, "%q", tc.args)
 		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%q: %q", tc.args, stderr.String())
 		assert.Contains(t, stderr.String(), tc.want, "%q", tc.args)
