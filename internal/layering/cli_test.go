@@ -43,15 +43,8 @@ type listed struct {
 // module, for one platform.
 func listModule(t *testing.T, goos, goarch string) []listed {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f",
+	out := goList(t, goos, goarch, "-f",
 		"{{.ImportPath}}|{{join .Imports \" \"}}|{{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"/...")
-	cmd.Env = append(cmd.Environ(), "GOOS="+goos, "GOARCH="+goarch)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list for %s/%s: %v\n%s", goos, goarch, err, stderr.Bytes())
-	}
 	var pkgs []listed
 	for line := range strings.Lines(string(out)) {
 		f := strings.Split(strings.TrimSpace(line), "|")
@@ -61,6 +54,20 @@ func listModule(t *testing.T, goos, goarch string) []listed {
 		pkgs = append(pkgs, listed{f[0], strings.Fields(f[1]), strings.Fields(f[2])})
 	}
 	return pkgs
+}
+
+// goList runs go list with args for one platform and returns its output.
+func goList(t *testing.T, goos, goarch string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Env = append(cmd.Environ(), "GOOS="+goos, "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list for %s/%s: %v\n%s", goos, goarch, err, stderr.Bytes())
+	}
+	return out
 }
 
 // cliRole is where a package sits on the command line's arrows.

@@ -203,3 +203,22 @@ func Recorded(t *testing.T, dir string) map[string]string {
 	}
 	return got
 }
+
+// LockedBuffer is a bytes.Buffer that one goroutine (a process's output,
+// a server's log) writes while the test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

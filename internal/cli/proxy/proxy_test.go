@@ -155,20 +155,7 @@ func (p *proxyProc) waitExit(t *testing.T) int {
 // waitStderr waits for a line of stderr containing s.
 func (p *proxyProc) waitStderr(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.After(lineTimeout)
-	for {
-		select {
-		case line, ok := <-p.stderr:
-			if !ok {
-				t.Fatalf("stderr closed before a line with %q", s)
-			}
-			if strings.Contains(line, s) {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no stderr line with %q after %v", s, lineTimeout)
-		}
-	}
+	waitStderrLine(t, p, s)
 }
 
 func drain(ch chan string) string {

@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,29 +42,11 @@ func TestMain(m *testing.M) { clitest.Main(m) }
 // may be busy; a passing test waits only as long as the condition takes.
 const rlsWait = 15 * time.Second
 
-// lockedBuffer is a bytes.Buffer the process writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // rlsProc is a running `ratelimit rls`.
 type rlsProc struct {
 	t          *testing.T
 	cmd        *exec.Cmd
-	stderr     lockedBuffer
+	stderr     clitest.LockedBuffer
 	grpcAddr   string
 	httpURL    string
 	metricsURL string

@@ -7,28 +7,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
-
-// lockedBuilder is a strings.Builder written by the group while the test
-// reads it.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fakeGRPC is a GRPCServer whose graceful stop waits for release.
 type fakeGRPC struct {
@@ -70,7 +52,7 @@ func TestGroupDrains(t *testing.T) {
 		io.WriteString(w, "finished")
 	})}
 	grpc := &fakeGRPC{release: release, stopped: make(chan struct{})}
-	var out lockedBuilder
+	var out clitest.LockedBuffer
 	g := &Group{Prefix: "ratelimit test", Stderr: &out, Work: "calls"}
 	g.GRPC(grpc, grpcLn)
 	g.HTTP(srv, httpLn)
@@ -118,7 +100,7 @@ func TestGroupServerFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln.Close() // Serve fails at once
-	var out lockedBuilder
+	var out clitest.LockedBuffer
 	g := &Group{Prefix: "ratelimit test", Stderr: &out, Work: "requests"}
 	g.HTTP(&http.Server{}, ln)
 	if s := g.Run(context.Background(), nil); s != 1 {
