@@ -1,6 +1,6 @@
 package rls
 
-// The tests of `ratelimit rls` drive the built binary (buildBinary) as an
+// The tests of `ratelimit rls` drive the built binary (clitest.Binary) as an
 // operator would: gRPC calls with go-control-plane's client, the /json
 // face, reloads, a Redis killed and restarted, SIGTERM with calls in
 // flight. They wait for conditions they can observe (a line on stdout, a
