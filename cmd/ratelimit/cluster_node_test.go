@@ -1,4 +1,4 @@
-package redisflag
+package main
 
 import (
 	"strings"
@@ -9,8 +9,6 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
-
-func TestMain(m *testing.M) { clitest.Main(m) }
 
 // TestClusterNodeAsServer: a single-server URL (redis://) naming a node of
 // a Redis Cluster is a misconfiguration for every command that takes
