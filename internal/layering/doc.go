@@ -6,4 +6,11 @@
 // (the root package and smooth). The test asks the go command for each
 // package's full dependency list, so an import through a third module counts
 // as much as a direct one.
+//
+// The command line's arrows are checked the same way, on every package's
+// imports, its tests' included (cli_test.go): cmd/ratelimit → a command
+// (internal/cli/pipe, run, …) → what several commands share
+// (internal/cli/serve, outage, …) → the library. A command never imports
+// another, a shared package never imports a command, and the library never
+// imports the command line.
 package layering

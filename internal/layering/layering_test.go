@@ -1,8 +1,6 @@
 package layering
 
 import (
-	"bytes"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -48,15 +46,7 @@ var platforms = [][2]string{
 // package, for one platform.
 func deps(t *testing.T, goos, goarch string, pkgs []string) map[string][]string {
 	t.Helper()
-	args := append([]string{"list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}"}, pkgs...)
-	cmd := exec.Command("go", args...)
-	cmd.Env = append(cmd.Environ(), "GOOS="+goos, "GOARCH="+goarch)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list for %s/%s: %v\n%s", goos, goarch, err, stderr.Bytes())
-	}
+	out := goList(t, goos, goarch, append([]string{"-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}"}, pkgs...)...)
 	got := map[string][]string{}
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)

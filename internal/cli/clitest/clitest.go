@@ -1,0 +1,224 @@
+// Package clitest holds what the tests of the command line share: the
+// ratelimit binary, built once per test process, and the ways they run it
+// (to its end, with a time limit, with standard input as bytes), random
+// input, and the job script whose runs they count. Only tests import it.
+//
+// The binary is built with the race detector when the tests run with it:
+// the dependencies compiled for the tests then serve the binary too (no
+// second compile of gRPC and Envoy's protos), and the binary's own
+// goroutines are checked for races as the tests drive it.
+package clitest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smoothrate/ratelimit/internal/redistest"
+)
+
+// mainPackage is the command the tests build.
+const mainPackage = "github.com/smoothrate/ratelimit/cmd/ratelimit"
+
+// Main is the TestMain of a package whose tests run the binary: it lets
+// the race-built binary exit at once and removes it after the tests.
+func Main(m *testing.M) {
+	if raceBuild {
+		// A race-built program sleeps a second at exit by default (for
+		// late reports from other goroutines); the binary's runs here
+		// are many and short. A GORACE of the caller's still wins.
+		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
+	}
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// Binary compiles the command, once per test process, so that the tests
+// exercise exactly what a user runs: flag parsing, exit status and output
+// streams included.
+func Binary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			built.err = fmt.Errorf("the go tool is needed to build the binary: %v", err)
+			return
+		}
+		if built.dir, err = os.MkdirTemp("", "ratelimit-bin-"); err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(built.dir, "ratelimit")
+		args := []string{"build", "-o", built.bin}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command(goTool, append(args, mainPackage)...).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// built is the binary Binary made, removed by Main.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// Run runs bin with args and stdin and returns stdout, stderr and the exit
+// status.
+func Run(t *testing.T, bin, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("running %v: %v", args, err)
+		}
+		code = exit.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// Exec runs bin with args, stdin as given, in dir ("" for the test's), and
+// returns stdout, stderr, the exit status and the wall time the process
+// took.
+func Exec(t *testing.T, bin string, stdin []byte, dir string, args ...string) (stdout []byte, stderr string, code int, took time.Duration) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	took = time.Since(start)
+	if err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("running %v: %v", args, err)
+		}
+		code = exit.ExitCode()
+	}
+	return out.Bytes(), errb.String(), code, took
+}
+
+// RunToExit runs bin with args and more environment variables, a process
+// expected to exit by itself (a server that refuses to start), and returns
+// its standard error and exit status. One still running after limit is
+// killed and fails the test.
+func RunToExit(t *testing.T, bin string, env []string, limit time.Duration, args ...string) (stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out strings.Builder
+	cmd.Stderr = &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exit, ok := err.(*exec.ExitError); ok {
+			return out.String(), exit.ExitCode()
+		}
+		return out.String(), 0
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v still running after %v; stderr: %s", args, limit, out.String())
+		return "", -1
+	}
+}
+
+// RandomInput is n random bytes.
+func RandomInput(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// RedisURL is the URL of s's database 0.
+func RedisURL(s *redistest.Server) string { return "redis://" + s.Addr() + "/0" }
+
+// recordScript is a job that records what it ran: its arguments, one per
+// line, in a file named after its first argument; it fails with status 3
+// when that argument is "bad".
+const recordScript = `#!/bin/sh
+printf '%s\n' "$@" > "$1.ran"
+[ "$1" != bad ] || exit 3
+`
+
+// ScriptDir is a new directory holding rec.sh, a job that records what it
+// ran (read with Recorded) and fails with status 3 when its first argument
+// is "bad".
+func ScriptDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rec.sh"), []byte(recordScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Recorded returns the files the record script wrote in dir, name → content.
+func Recorded(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.ran"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimSuffix(filepath.Base(f), ".ran")] = string(b)
+	}
+	return got
+}
+
+// LockedBuffer is a bytes.Buffer that one goroutine (a process's output,
+// a server's log) writes while the test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

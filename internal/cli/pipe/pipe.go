@@ -1,0 +1,428 @@
+// Package pipe is `ratelimit pipe`: it copies standard input to standard
+// output at a given rate of bytes (package shape over a limiter, or a limit
+// shared through Redis), with a progress line on a terminal.
+package pipe
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/sharedlimit"
+	"github.com/smoothrate/ratelimit/internal/units"
+	"github.com/smoothrate/ratelimit/shape"
+)
+
+const pipeUsage = `Usage: ratelimit pipe [flags] [RATE]
+
+Pipe copies standard input to standard output, unchanged, at RATE bytes per
+second (given as the argument or with --rate). Data goes out in chunks of
+about 10 ms, each paid for before it is written, so the output is smooth
+whatever the input's pace.
+
+Rates and sizes: a number (500, 1.5, 1e9) with an optional prefix and unit.
+  k M G T = 1000^n    Ki Mi Gi Ti = 1024^n    B or nothing = bytes
+  b or bit = bits (a byte is 8 bits)          rates may end in /s (or ps: Mbps)
+  Examples: 500k, 1MiB/s, 10MB/s, 2Gbit, 100Mbps, 1e9; "inf" for no limit.
+  A rate so slow that one chunk would take more than a day is refused.
+
+When standard error is a terminal (or with --progress), a progress line
+shows the bytes copied, the current and average rates and, when the size is
+known (--size, or standard input is a file), the time left.
+
+Examples:
+  ratelimit pipe 1MiB < big.iso > /dev/null
+  curl -s https://example.com/big | ratelimit pipe --rate 500k --size 20MB > big
+  ratelimit pipe --warmup 5s 10MB/s < in > out
+  ratelimit pipe --redis redis://db:6379/0 --name backups 10MB/s < part1 > /mnt/part1
+
+`
+
+const pipeUsageEnd = `
+Exit status: 0 on success, 1 on a read or write error (or when Redis cannot
+be reached with --fail-closed), 2 for bad flags or values (or a Redis that
+is set up wrong), 130 when interrupted (128 + the signal's number).
+
+Flags:
+`
+
+// pipeConfig is what the flags of pipe describe.
+type pipeConfig struct {
+	rate   float64
+	burst  time.Duration // stored permits, as time at rate; -1: not given
+	warmup time.Duration // 0: bursty
+	chunk  int           // 0: shape's default for the rate
+	size   int64         // -1: unknown
+	quiet  bool
+	// progress draws the progress line even when standard error is not
+	// a terminal.
+	progress bool
+}
+
+// defaultPipeBurst is how much data, in time at the rate, may leave at line
+// rate after the input stalled. It must be well above the timer oversleep
+// (about 1 ms on a VM) or the stream falls short of its rate, and small
+// enough that an idle spell does not turn into a noticeable burst.
+const defaultPipeBurst = 100 * time.Millisecond
+
+// Summary is pipe's line in the list of commands.
+const Summary = "copy standard input to standard output at a given rate (500k, 1MiB/s, 2Gbit)"
+
+// Run runs `ratelimit pipe` with args (what follows "pipe" on the command
+// line) and returns its exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pipe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var rateS, burstS, chunkS, sizeS string
+	var warmup time.Duration
+	var quiet, progress bool
+	fs.StringVar(&rateS, "rate", "", "the `rate`, e.g. 500k, 1MiB/s, 10MB/s, 2Gbit (or give it as the argument)")
+	fs.StringVar(&burstS, "burst", "", "how much may leave at once after the input stalled: a `duration` at the rate (100ms) or a size (256KiB); default 100ms")
+	fs.DurationVar(&warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period` (Guava's warm-up); excludes --burst")
+	fs.StringVar(&chunkS, "chunk", "", "bytes per write, e.g. 4KiB (default: 10 ms of data, between 1KiB and 64KiB)")
+	fs.StringVar(&sizeS, "size", "", "expected input `size`, for the time left (default: the size of standard input if it is a file)")
+	fs.BoolVar(&quiet, "quiet", false, "no progress line")
+	fs.BoolVar(&quiet, "q", false, "short for --quiet")
+	fs.BoolVar(&progress, "progress", false, "draw the progress line even when standard error is not a terminal")
+	var rf sharedlimit.Flags
+	rf.Register(fs, "bytes")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), pipeUsage+sharedlimit.Help("bytes")+pipeUsageEnd)
+		fs.PrintDefaults()
+	}
+	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return status
+	}
+	const prefix = "ratelimit pipe"
+	cfg, err := pipeConfigFrom(rateS, burstS, chunkS, sizeS, warmup, quiet, words)
+	if err == nil && progress {
+		if quiet {
+			err = errors.New("--progress and --quiet cannot be combined")
+		}
+		cfg.progress = true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
+	shared, err := rf.Check(units.ByteRate)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
+	var lim ratelimit.Acquirer
+	stopShared := func() {}
+	if shared == nil {
+		local, err := cfg.newLimiter()
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return command.ExitUsage
+		}
+		lim = local
+	} else {
+		sl, stop, status := shared.Begin(stderr, prefix, cfg.rate, cfg.distributedOptions(), shape.FormatRate)
+		if status != command.ExitOK {
+			return status
+		}
+		lim, stopShared = sl, stop
+	}
+	if cfg.size < 0 {
+		cfg.size = inputSize(stdin)
+	}
+
+	out := &countingWriter{w: stdout}
+	var opts []shape.Option
+	if cfg.chunk > 0 {
+		opts = append(opts, shape.WithChunkSize(cfg.chunk))
+	}
+	sw, err := shape.NewWriter(out, lim, opts...)
+	if err != nil {
+		stopShared()
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
+	stopProgress := func() {}
+	if cfg.progress || !cfg.quiet && isTerminal(stderr) {
+		stopProgress = startProgress(stderr, &out.n, cfg.size)
+	}
+	// Interrupted, the progress line still ends with a newline (the
+	// shell's prompt must not be drawn over it), and a shared limit gives
+	// its permits back and leaves the registry at once.
+	finish := command.ExitOnSignal(func() {
+		stopProgress()
+		stopShared()
+	})
+	// Hide stdin's WriterTo so that io.CopyBuffer reads into our buffer and
+	// every byte goes through the shaped Write.
+	_, err = io.CopyBuffer(sw, struct{ io.Reader }{stdin}, make([]byte, max(64<<10, cfg.chunk)))
+	finish()
+	if err != nil {
+		// shape reports a limiter error that wraps
+		// context.DeadlineExceeded as a missed deadline; a shared limit
+		// that refuses (ErrUnavailable) can wrap its Redis call's
+		// timeout, which is not that: show the limiter's own error.
+		var de *shape.DeadlineError
+		if errors.As(err, &de) && (errors.Is(de.Cause, distributed.ErrUnavailable) || errors.Is(de.Cause, distributed.ErrMisconfigured)) {
+			err = de.Cause
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return sharedlimit.MisconfiguredStatus(err, command.ExitFail)
+	}
+	return command.ExitOK
+}
+
+func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, quiet bool, words []string) (pipeConfig, error) {
+	cfg := pipeConfig{burst: -1, size: -1, warmup: warmup, quiet: quiet}
+	switch {
+	case len(words) > 1:
+		return cfg, fmt.Errorf("one rate expected, got %q", words)
+	case len(words) == 1 && rateS != "":
+		return cfg, fmt.Errorf("rate given twice: --rate %s and %s", rateS, words[0])
+	case len(words) == 1:
+		rateS = words[0]
+	case rateS == "":
+		return cfg, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
+	}
+	var err error
+	if cfg.rate, err = units.ByteRate(rateS); err != nil {
+		return cfg, fmt.Errorf("rate %w", err)
+	}
+	if warmup < 0 {
+		return cfg, fmt.Errorf("--warmup %v: must not be negative", warmup)
+	}
+	if burstS != "" {
+		if warmup > 0 {
+			return cfg, errors.New("--burst and --warmup cannot be combined: a warming-up limiter's stored permits are its warm-up")
+		}
+		if cfg.burst, err = parseBurst(burstS, cfg.rate); err != nil {
+			return cfg, err
+		}
+	}
+	if chunkS != "" {
+		c, err := units.Size(chunkS)
+		if err != nil {
+			return cfg, fmt.Errorf("--chunk %w", err)
+		}
+		if c < 1 || c > 1<<30 {
+			return cfg, fmt.Errorf("--chunk %s: must be between 1 byte and 1GiB", chunkS)
+		}
+		cfg.chunk = int(c)
+	}
+	if sizeS != "" {
+		if cfg.size, err = units.Size(sizeS); err != nil {
+			return cfg, fmt.Errorf("--size %w", err)
+		}
+	}
+	// A rate at which the first chunk would take more than a day (1e-300
+	// bytes/s, say) would be accepted and then hang after the first
+	// chunk: refuse it, saying what the slowest rate is.
+	chunk := cfg.chunk
+	if chunk == 0 {
+		chunk = shape.ChunkSize(cfg.rate)
+	}
+	cold := 1.0
+	if warmup > 0 {
+		cold = ratelimit.DefaultColdFactor // a warming-up limiter starts this much slower
+	}
+	if slowest := cold * float64(chunk) / slowestChunk.Seconds(); cfg.rate < slowest {
+		return cfg, fmt.Errorf("rate %q: too slow: a chunk of %d bytes would take more than a day (at least %s B/s%s; a smaller --chunk allows less)",
+			rateS, chunk, strconv.FormatFloat(slowest, 'g', 3, 64), map[bool]string{true: " with --warmup", false: ""}[warmup > 0])
+	}
+	return cfg, nil
+}
+
+// slowestChunk is the longest a chunk may take: a rate slower than that is
+// a mistake (1e-300), not a limit anyone waits for.
+const slowestChunk = 24 * time.Hour
+
+// parseBurst reads --burst: a duration, or a size that is converted to the
+// time it takes at rate.
+func parseBurst(s string, rate float64) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return 0, fmt.Errorf("--burst %s: must not be negative", s)
+		}
+		return d, nil
+	}
+	n, err := units.Size(s)
+	if err != nil {
+		return 0, fmt.Errorf("--burst %q: neither a duration (100ms) nor a size (256KiB)", s)
+	}
+	if math.IsInf(rate, 1) {
+		return 0, nil
+	}
+	secs := float64(n) / rate
+	if secs > 1e6 {
+		return 0, fmt.Errorf("--burst %s: more than a million seconds at %s", s, shape.FormatRate(rate))
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+func (c pipeConfig) newLimiter() (*ratelimit.Limiter, error) {
+	if c.warmup > 0 {
+		return ratelimit.NewWarmingUp(c.rate, c.warmup)
+	}
+	return ratelimit.NewBursty(c.rate, ratelimit.WithMaxBurstSeconds(c.burstSeconds()))
+}
+
+// distributedOptions are newLimiter's settings for a limit shared through
+// Redis.
+func (c pipeConfig) distributedOptions() []distributed.Option {
+	if c.warmup > 0 {
+		return []distributed.Option{distributed.WithWarmup(c.warmup)}
+	}
+	return []distributed.Option{distributed.WithMaxBurstSeconds(c.burstSeconds())}
+}
+
+// burstSeconds is --burst, or its default, in seconds at the rate.
+func (c pipeConfig) burstSeconds() float64 {
+	if c.burst >= 0 {
+		return c.burst.Seconds()
+	}
+	return defaultPipeBurst.Seconds()
+}
+
+// inputSize is the size of r if it is a regular file, else -1.
+func inputSize(r io.Reader) int64 {
+	f, ok := r.(*os.File)
+	if !ok {
+		return -1
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return -1
+	}
+	return fi.Size()
+}
+
+// isTerminal reports whether w is a character device (a terminal), without
+// a terminal library: that is enough to decide whether to draw a progress
+// line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// countingWriter counts the bytes that went out, for the progress line.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// progressInterval is how often the progress line is redrawn.
+const progressInterval = 250 * time.Millisecond
+
+// startProgress redraws a progress line on w until the returned function is
+// called, which draws the last one and ends the line.
+func startProgress(w io.Writer, n *atomic.Int64, size int64) (stop func()) {
+	start := time.Now()
+	p := newProgress(size)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				fmt.Fprint(w, p.line(now.Sub(start), n.Load()))
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		fmt.Fprint(w, p.line(time.Since(start), n.Load())+"\n")
+	}
+}
+
+// progress turns byte counts into a progress line. The current rate is
+// measured over the last second of samples.
+type progress struct {
+	size    int64
+	samples []sample
+	width   int // of the last line drawn, to blank what is left of it
+}
+
+// newProgress starts the samples with nothing copied at time 0, so that the
+// first line already has a current rate.
+func newProgress(size int64) *progress {
+	return &progress{size: size, samples: []sample{{0, 0}}}
+}
+
+type sample struct {
+	at time.Duration
+	n  int64
+}
+
+// line returns the progress line at elapsed with n bytes copied, starting
+// with a carriage return so that it overwrites the previous one.
+func (p *progress) line(elapsed time.Duration, n int64) string {
+	p.samples = append(p.samples, sample{elapsed, n})
+	for len(p.samples) > 2 && elapsed-p.samples[1].at >= time.Second {
+		p.samples = p.samples[1:]
+	}
+	first := p.samples[0]
+	current := 0.0
+	if dt := elapsed - first.at; dt > 0 {
+		current = float64(n-first.n) / dt.Seconds()
+	}
+	avg := 0.0
+	if elapsed > 0 {
+		avg = float64(n) / elapsed.Seconds()
+	}
+	var b strings.Builder
+	b.WriteString(shape.FormatSize(n))
+	if p.size > 0 {
+		fmt.Fprintf(&b, " of %s (%.0f%%)", shape.FormatSize(p.size), 100*float64(n)/float64(p.size))
+	}
+	fmt.Fprintf(&b, "  %s now  %s avg  %s", shape.FormatRate(current), shape.FormatRate(avg), formatClock(elapsed))
+	if p.size > 0 && n < p.size {
+		b.WriteString("  ETA ")
+		if rate := current; rate > 0 {
+			b.WriteString(formatClock(time.Duration(float64(p.size-n) / rate * float64(time.Second))))
+		} else {
+			b.WriteString("?")
+		}
+	}
+	s := b.String()
+	pad := max(p.width-len(s), 0)
+	p.width = len(s)
+	return "\r" + s + strings.Repeat(" ", pad)
+}
+
+// formatClock prints a duration as h:mm:ss or m:ss.
+func formatClock(d time.Duration) string {
+	if d < 0 || d > 1e6*time.Hour {
+		return "?"
+	}
+	s := int64(d.Round(time.Second) / time.Second)
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+	}
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}

@@ -1,0 +1,258 @@
+// Package redisflag is how every command of the command line that keeps its
+// state in Redis names that Redis: the --redis URL (one server, or a Redis
+// Cluster in our own redis+cluster:// form) and its password, given with
+// --redis-password-file or $REDIS_PASSWORD rather than in the URL; the
+// client options every such command needs; and the checks at start that
+// tell a Redis that is set up wrong (a wrong password or database, a
+// Cluster node named as a single server) from one that is down.
+package redisflag
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+// URLForms is the part of a command's usage text that lists the URL forms
+// --redis takes.
+const URLForms = `  redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
+  redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
+`
+
+// CallTimeout bounds one Redis call of a command's limiter or store (the
+// libraries' default is 50 ms, for servers). A command runs on machines
+// busy with other work, where a process can stall for tens of
+// milliseconds; a call that outlives its timeout puts a shared limit in
+// fallback until a probe succeeds, so a short one makes a command flap
+// between sharing and running alone. 200 ms of waiting on a hung Redis
+// costs a pipe or a job queue nothing a user would notice.
+const CallTimeout = 200 * time.Millisecond
+
+// StartTimeout bounds the checks a command makes of its Redis at start.
+const StartTimeout = time.Second
+
+// Flags are --redis and --redis-password-file.
+type Flags struct {
+	URL string
+	// PasswordFile holds Redis's password, so that it need not be in
+	// the URL on the command line, where every user of the machine can
+	// read it; $REDIS_PASSWORD does the same.
+	PasswordFile string
+}
+
+// Register adds the flags to fs; urlUsage is --redis's help, which says
+// what the command keeps there.
+func (f *Flags) Register(fs *flag.FlagSet, urlUsage string) {
+	fs.StringVar(&f.URL, "redis", "", urlUsage)
+	fs.StringVar(&f.PasswordFile, "redis-password-file", "", "with --redis: read the password from this `file` (else from $REDIS_PASSWORD, else the URL)")
+}
+
+// ErrPasswordFileAlone is the error for --redis-password-file without
+// --redis, in the commands whose Redis is optional.
+var ErrPasswordFileAlone = errors.New("--redis-password-file only applies with --redis URL")
+
+// Client reads the flags into the client they describe: the URL's, with
+// the password from --redis-password-file, else from $REDIS_PASSWORD
+// (read with getenv), else the URL's. It connects to nothing. where names
+// the server(s), without the password, for messages.
+func (f Flags) Client(getenv func(string) string) (newClient func() redis.UniversalClient, where string, err error) {
+	password, err := Password(f.PasswordFile, getenv)
+	if err != nil {
+		return nil, "", err
+	}
+	if newClient, where, err = ParseURL(f.URL, password); err != nil {
+		return nil, "", fmt.Errorf("--redis %q: %w", Redact(f.URL), err)
+	}
+	return newClient, where, nil
+}
+
+// Password is the Redis password from file (--redis-password-file) or
+// $REDIS_PASSWORD ("" if neither), so that it need not be in the URL on
+// the command line, where every user of the machine can read it. getenv
+// reads the environment (os.Getenv).
+func Password(file string, getenv func(string) string) (string, error) {
+	if file == "" {
+		return getenv("REDIS_PASSWORD"), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %v", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("--redis-password-file %s is empty", file)
+	}
+	return pw, nil
+}
+
+// Redact hides a URL's password, for messages.
+func Redact(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
+
+const clusterSuffix = "+cluster"
+
+// ParseURL reads a server URL (redis.ParseURL: redis://, rediss://,
+// unix://) or a cluster URL of our own: redis+cluster://host:port,host:port
+// or rediss+cluster://, whose first node becomes the URL's host and the
+// others go.redis's addr= parameters (redis.ParseClusterURL's form, which is
+// accepted too). password, unless empty, is the password, given apart from
+// the URL (a file, the environment) so that it need not be on a command
+// line; the URL must not hold another. It connects to nothing.
+func ParseURL(s, password string) (newClient func() redis.UniversalClient, where string, err error) {
+	setPassword := func(have *string) error {
+		switch {
+		case password == "":
+		case *have != "" && *have != password:
+			return errors.New("the URL holds a password and --redis-password-file or REDIS_PASSWORD another: give one")
+		default:
+			*have = password
+		}
+		return nil
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return nil, "", errors.New("not a URL: expected redis://host:port/db or redis+cluster://host:port,host:port")
+	}
+	base, isCluster := strings.CutSuffix(scheme, clusterSuffix)
+	if !isCluster {
+		opt, err := redis.ParseURL(s)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := setPassword(&opt.Password); err != nil {
+			return nil, "", err
+		}
+		return NewClient(opt), opt.Addr, nil
+	}
+	if base != "redis" && base != "rediss" {
+		return nil, "", fmt.Errorf("unknown scheme %q: expected redis+cluster or rediss+cluster", scheme)
+	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	userinfo, hosts := "", authority
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		userinfo, hosts = authority[:i+1], authority[i+1:]
+	}
+	nodes := strings.Split(hosts, ",")
+	for _, n := range nodes {
+		if n == "" {
+			return nil, "", errors.New("empty node address in the cluster's list")
+		}
+	}
+	u, err := url.Parse(base + "://" + userinfo + nodes[0] + tail)
+	if err != nil {
+		return nil, "", err
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, "", fmt.Errorf("a cluster has no database numbers (path %q)", u.Path)
+	}
+	q := u.Query()
+	for _, n := range nodes[1:] {
+		q.Add("addr", n)
+	}
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, "", err
+	}
+	if err := setPassword(&opt.Password); err != nil {
+		return nil, "", err
+	}
+	return NewClusterClient(opt), strings.Join(opt.Addrs, ","), nil
+}
+
+// NewClient returns the maker of a client for one server with the options
+// every command needs, where opt leaves them unset. The limiters and stores
+// bound each call with a context deadline: ContextTimeoutEnabled makes the
+// deadline bound the socket I/O too. One dial per call: they retry on their
+// own, with growing pauses, and a refused connection is reported as such
+// rather than as a timeout.
+func NewClient(opt *redis.Options) func() redis.UniversalClient {
+	opt.ContextTimeoutEnabled = true
+	if opt.DialerRetries == 0 {
+		opt.DialerRetries = 1
+	}
+	return func() redis.UniversalClient { return redis.NewClient(opt) }
+}
+
+// NewClusterClient is NewClient for a Redis Cluster. go-redis re-reads the
+// slot map only on MOVED/ASK replies or every 60 s by default; a dead
+// primary sends neither, so without a shorter reload a failover would leave
+// a command alone at its fallback share for up to a minute (see
+// distributed's TestClusterFailover).
+func NewClusterClient(opt *redis.ClusterOptions) func() redis.UniversalClient {
+	opt.ContextTimeoutEnabled = true
+	if opt.DialerRetries == 0 {
+		opt.DialerRetries = 1
+	}
+	if opt.ClusterStateReloadInterval == 0 {
+		opt.ClusterStateReloadInterval = 250 * time.Millisecond
+	}
+	return func() redis.UniversalClient { return redis.NewClusterClient(opt) }
+}
+
+// NewFailoverClient is NewClient for a server found through Redis
+// Sentinel.
+func NewFailoverClient(opt *redis.FailoverOptions) func() redis.UniversalClient {
+	opt.ContextTimeoutEnabled = true
+	if opt.DialerRetries == 0 {
+		opt.DialerRetries = 1
+	}
+	return func() redis.UniversalClient { return redis.NewFailoverClient(opt) }
+}
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// Quiet drops go-redis's log lines: it logs failed dials on standard error,
+// once per call while the server is down, and the commands say what
+// matters themselves, once (an outage log, a notice).
+func Quiet() { redis.SetLogger(quietLogger{}) }
+
+// errClusterNode: a single-server URL names a node of a Redis Cluster.
+var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
+
+// ClusterNodeAsServer reports an error when a client for one server talks
+// to a Cluster node: the node would answer MOVED for every key in another
+// node's slots, which no wait would end. Every command that takes --redis
+// runs it at start (exit status 2). A node that does not answer is not
+// this check's business (the command's own start check reports it).
+func ClusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
+	c, ok := client.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err == nil && strings.Contains(info, "cluster_enabled:1") {
+		return errClusterNode
+	}
+	return nil
+}
+
+// Misconfigured reports whether Redis answered with an error no retry can
+// fix (set up wrong), as a library classified it (throttle's, rls's and
+// distributed's ErrMisconfigured) or, for a client's own call such as a
+// PING, as the libraries' shared classifier does.
+func Misconfigured(err error) bool {
+	return errors.Is(err, throttle.ErrMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) ||
+		redisscript.Classify(err) == redisscript.Misconfigured
+}

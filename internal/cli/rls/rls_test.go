@@ -1,0 +1,493 @@
+package rls
+
+// The tests of `ratelimit rls` drive the built binary (clitest.Binary) as an
+// operator would: gRPC calls with go-control-plane's client, the /json
+// face, reloads, a Redis killed and restarted, SIGTERM with calls in
+// flight. They wait for conditions they can observe (a line on stdout, a
+// counter on /metrics, an answer), polled with a deadline, never for time.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
+	"github.com/smoothrate/ratelimit/internal/cli/command"
+)
+
+func TestMain(m *testing.M) { clitest.Main(m) }
+
+// rlsWait bounds every wait for a condition: generous, since the machine
+// may be busy; a passing test waits only as long as the condition takes.
+const rlsWait = 15 * time.Second
+
+// rlsProc is a running `ratelimit rls`.
+type rlsProc struct {
+	t          *testing.T
+	cmd        *exec.Cmd
+	stderr     clitest.LockedBuffer
+	grpcAddr   string
+	httpURL    string
+	metricsURL string
+	client     rlsv3.RateLimitServiceClient
+	exited     chan struct{}
+	status     int
+}
+
+var rlsBanner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:, metrics on (http://[^;]+)/metrics)?;`)
+
+// startRLS starts the binary on free loopback ports with args (after
+// --grpc, --http, --metrics and a short --reload-interval, which args may
+// override) and the extra environment env, and waits for its banner.
+func startRLS(t *testing.T, env []string, args ...string) *rlsProc {
+	t.Helper()
+	return launchRLS(t, env, append([]string{"rls", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--metrics", "127.0.0.1:0", "--reload-interval", "20ms"}, args...))
+}
+
+// launchRLS runs the binary with exactly full and the extra environment
+// env, and waits for its banner.
+func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
+	t.Helper()
+	bin := clitest.Binary(t)
+	args := full[1:]
+	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		err := p.cmd.Wait()
+		p.status = 0
+		if exit, ok := errors.AsType[*exec.ExitError](err); ok {
+			p.status = exit.ExitCode()
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.status = 128 + int(ws.Signal())
+			}
+		}
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(out)
+		s, _ := r.ReadString('\n')
+		line <- s
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case s := <-line:
+		m := rlsBanner.FindStringSubmatch(s)
+		if m == nil {
+			<-p.exited
+			t.Fatalf("rls %q: no banner (status %d): %q\nstderr: %s", args, p.status, s, p.stderr.String())
+		}
+		p.grpcAddr, p.httpURL, p.metricsURL = m[1], m[2], m[3]
+	case <-time.After(rlsWait):
+		t.Fatalf("rls %q: no banner within %v; stderr: %s", args, rlsWait, p.stderr.String())
+	}
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	p.client = rlsv3.NewRateLimitServiceClient(conn)
+	return p
+}
+
+// call asks ShouldRateLimit about one descriptor of domain, made of
+// key=value pairs ("k=v", or "k" for a key without a value).
+func (p *rlsProc) call(ctx context.Context, domain string, entries ...string) (*rlsv3.RateLimitResponse, error) {
+	return p.client.ShouldRateLimit(ctx, request(domain, entries...))
+}
+
+func request(domain string, entries ...string) *rlsv3.RateLimitRequest {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for _, e := range entries {
+		k, v, _ := strings.Cut(e, "=")
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: k, Value: v})
+	}
+	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+}
+
+// metric reads the sum of a metric's series from /metrics (-1 when the
+// endpoint does not answer).
+func (p *rlsProc) metric(name string) int64 {
+	resp, err := http.Get(p.metricsURL + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var sum int64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		f := strings.Fields(line)
+		n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+		if err == nil {
+			sum += n
+		}
+	}
+	return sum
+}
+
+// waitMetric waits until the metric reaches at least want.
+func (p *rlsProc) waitMetric(name string, want int64) {
+	p.t.Helper()
+	require.Eventually(p.t, func() bool { return p.metric(name) >= want }, rlsWait, 10*time.Millisecond,
+		"%s never reached %d (last %d); stderr: %s", name, want, p.metric(name), p.stderr.String())
+}
+
+// waitStderr waits, boundedly, until the service has written want on its
+// standard error: a line written just before or after an answer or a
+// metric reaches p.stderr through a pipe, a little later.
+func (p *rlsProc) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), want) },
+		rlsWait, 10*time.Millisecond, "%q never written; stderr: %s", want, p.stderr.String())
+}
+
+// wait waits for the process to exit and returns its status.
+func (p *rlsProc) wait() int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+		return p.status
+	case <-time.After(rlsWait):
+		p.t.Fatalf("rls still running %v after it was told to stop; stderr: %s", rlsWait, p.stderr.String())
+		return -1
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+}
+
+const perDay = `domain: test
+descriptors:
+  - key: k
+    rate_limit:
+      unit: day
+      requests_per_unit: %d
+  - key: other
+    value: v
+    rate_limit:
+      unlimited: true
+`
+
+// untilReset is the reference's duration_until_reset of a window of unit
+// seconds at now: the seconds to the window's end, aligned on the epoch.
+func untilReset(now time.Time, unit int64) int64 { return unit - now.Unix()%unit }
+
+// TestRLSGRPC: the reference's answers over gRPC (go-control-plane's
+// client): a fixed window of 2 a day counts 1, 2, then refuses (and
+// counts the refusal); an unlimited rule, a descriptor that matches no
+// rule and an unknown domain are OK without a limit.
+func TestRLSGRPC(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 2))
+	p := startRLS(t, nil, "--config", cfg)
+	ctx := t.Context()
+	for i, want := range []struct {
+		code      rlsv3.RateLimitResponse_Code
+		remaining uint32
+	}{{rlsv3.RateLimitResponse_OK, 1}, {rlsv3.RateLimitResponse_OK, 0}, {rlsv3.RateLimitResponse_OVER_LIMIT, 0}} {
+		before := time.Now()
+		resp, err := p.call(ctx, "test", "k=x")
+		after := time.Now()
+		require.NoError(t, err)
+		assert.Equal(t, want.code, resp.OverallCode, "call %d", i)
+		require.Len(t, resp.Statuses, 1)
+		st := resp.Statuses[0]
+		assert.Equal(t, want.code, st.Code, "call %d", i)
+		assert.Equal(t, want.remaining, st.LimitRemaining, "call %d", i)
+		require.NotNil(t, st.CurrentLimit)
+		assert.Equal(t, uint32(2), st.CurrentLimit.RequestsPerUnit)
+		assert.Equal(t, rlsv3.RateLimitResponse_RateLimit_DAY, st.CurrentLimit.Unit)
+		reset := st.DurationUntilReset.AsDuration()
+		assert.True(t, reset >= time.Duration(untilReset(after, 86400)-1)*time.Second &&
+			reset <= time.Duration(untilReset(before, 86400))*time.Second, "call %d: duration_until_reset %v", i, reset)
+	}
+	for _, e := range [][]string{{"other=v"}, {"nomatch=1"}} {
+		resp, err := p.call(ctx, "test", e...)
+		require.NoError(t, err)
+		assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode, "%v", e)
+		require.Len(t, resp.Statuses, 1)
+		assert.Nil(t, resp.Statuses[0].CurrentLimit, "%v", e)
+	}
+	resp, err := p.call(ctx, "no-such-domain", "k=x")
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
+	assert.Equal(t, int64(3), p.metric("ratelimit_rls_total_hits"))
+	assert.Equal(t, int64(1), p.metric("ratelimit_rls_over_limit"))
+}
+
+// TestRLSJSON: POST /json takes the reference's body (protojson of a
+// RateLimitRequest) and answers 200, then 429, with the response in JSON;
+// a body that is not a request is 400; /healthcheck answers OK.
+func TestRLSJSON(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
+	p := startRLS(t, nil, "--config", cfg)
+	post := func(body string) (int, *rlsv3.RateLimitResponse, string) {
+		resp, err := http.Post(p.httpURL+"/json", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var r rlsv3.RateLimitResponse
+		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests {
+			require.NoError(t, protojson.Unmarshal(b, &r), "%s", b)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		}
+		return resp.StatusCode, &r, string(b)
+	}
+	body := `{"domain": "test", "descriptors": [{"entries": [{"key": "k", "value": "a"}]}]}`
+	code, r, raw := post(body)
+	assert.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, r.OverallCode)
+	code, r, raw = post(body)
+	assert.Equal(t, http.StatusTooManyRequests, code, raw)
+	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, r.OverallCode)
+	assert.Contains(t, raw, `"overallCode":"OVER_LIMIT"`)
+	code, _, _ = post(`{"domain": "test", "descriptors": [{"entries": [{"key": "k", "value": "b"}]}], "nosuchfield": 1}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _, _ = post(`not json`)
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	resp, err := http.Get(p.httpURL + "/healthcheck")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "OK", string(b))
+}
+
+// TestRLSReload: a good change is taken (and counted), a bad one keeps
+// the previous configuration, says why and is counted; SIGHUP reloads
+// without waiting for the poll.
+func TestRLSReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
+	p := startRLS(t, nil, "--config", dir)
+	ctx := t.Context()
+	remaining := func(want rlsv3.RateLimitResponse_Code, rem uint32, limit uint32) {
+		t.Helper()
+		resp, err := p.call(ctx, "test", "k=x")
+		require.NoError(t, err)
+		assert.Equal(t, want, resp.OverallCode)
+		assert.Equal(t, rem, resp.Statuses[0].LimitRemaining)
+		assert.Equal(t, limit, resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())
+	}
+	remaining(rlsv3.RateLimitResponse_OK, 0, 1)
+	remaining(rlsv3.RateLimitResponse_OVER_LIMIT, 0, 1)
+	loads := p.metric("ratelimit_rls_config_load_success")
+
+	// A good change: 5 a day. The window has counted 2 hits (the
+	// reference counts refused hits too), so the third is the 3rd of 5.
+	writeFile(t, cfg, fmt.Sprintf(perDay, 5))
+	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	remaining(rlsv3.RateLimitResponse_OK, 2, 5)
+
+	// A bad change: the previous configuration (5 a day) stays.
+	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	p.waitMetric("ratelimit_rls_config_load_error", 1)
+	remaining(rlsv3.RateLimitResponse_OK, 1, 5)
+	p.waitStderr(t, "keeping the previous one")
+	p.waitStderr(t, cfg)
+	assert.Equal(t, loads+1, p.metric("ratelimit_rls_config_load_success"))
+
+	// A second file with another domain, then the bad one fixed: both
+	// load together.
+	writeFile(t, filepath.Join(dir, "other.yaml"), "domain: other\ndescriptors:\n  - key: o\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
+	p.waitMetric("ratelimit_rls_config_load_success", loads+2)
+	remaining(rlsv3.RateLimitResponse_OK, 5, 10)
+	resp, err := p.call(ctx, "other", "o=1")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(1), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())
+}
+
+// TestRLSReloadSIGHUP: with a poll too slow to notice, SIGHUP reloads.
+func TestRLSReloadSIGHUP(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
+	p := startRLS(t, nil, "--config", cfg, "--reload-interval", "1h")
+	loads := p.metric("ratelimit_rls_config_load_success")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 7))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	resp, err := p.call(t.Context(), "test", "k=x")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(7), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())
+}
+
+// TestRLSCheck: --check exits 0 for a valid configuration and 2 with one
+// line naming the file and the problem for an invalid one.
+func TestRLSCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	writeFile(t, good, fmt.Sprintf(perDay, 1))
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, command.ExitOK, Run([]string{"--config", good, "--check"}, nil, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "is valid")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	stdout.Reset()
+	stderr.Reset()
+	assert.Equal(t, command.ExitUsage, Run([]string{"--config", bad, "--check"}, nil, &stdout, &stderr))
+	line := stderr.String()
+	assert.Equal(t, 1, strings.Count(line, "\n"), "one line: %q", line)
+	assert.True(t, strings.HasPrefix(line, "ratelimit rls: "+bad+": "), "%q", line)
+	assert.Contains(t, line, "fortnight")
+	assert.Empty(t, stdout.String())
+
+	stderr.Reset()
+	assert.Equal(t, command.ExitUsage, Run([]string{"--config", filepath.Join(dir, "missing"), "--check"}, nil, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "missing")
+}
+
+// TestRLSFlagErrors: bad flags and environment values are one line and
+// exit status 2.
+func TestRLSFlagErrors(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--grpc", "nope"}, `--grpc "nope": want host:port`},
+		{[]string{"--store-timeout", "0s"}, "--store-timeout 0s"},
+		{[]string{"--redis", "http://x"}, `--redis "http://x"`},
+		{[]string{"--redis", "redis://127.0.0.1:1", "--max-keys", "5"}, "--max-keys applies to the memory store"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--redis", "redis://:hunter2@127.0.0.1:1/x"}, `--redis "redis://:xxxxx@127.0.0.1:1/x"`},
+		{[]string{"--redis-password-file", "/nonexistent"}, "only applies with --redis"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(append([]string{"--config", cfg}, tc.args...), nil, &stdout, &stderr)
+		assert.Equal(t, command.ExitUsage, code, "%q", tc.args)
+		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%q: %q", tc.args, stderr.String())
+		assert.Contains(t, stderr.String(), tc.want, "%q", tc.args)
+	}
+}
+
+// TestRLSResolve: how flags and the reference's variables combine: a flag
+// wins, a variable fills in, the reference's defaults otherwise.
+func TestRLSResolve(t *testing.T) {
+	lookup := func(env map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+	defaults := func() *rlsConfig {
+		return &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond,
+			reloadInterval: time.Second, maxKeys: 10}
+	}
+	c := defaults()
+	require.NoError(t, c.resolve(map[string]bool{}, "", lookup(nil)))
+	assert.Equal(t, "/srv/runtime_data/current/config", c.configPath)
+	assert.Equal(t, ":8081", c.grpcAddr)
+	assert.Equal(t, ":8080", c.httpAddr)
+	assert.Nil(t, c.newRedis, "no REDIS_URL: the memory store")
+	assert.Empty(t, c.metricsAddr)
+
+	c = defaults()
+	require.NoError(t, c.resolve(map[string]bool{}, "", lookup(map[string]string{
+		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "rl", "GRPC_PORT": "9000", "HOST": "127.0.0.1",
+		"USE_PROMETHEUS": "true", "REDIS_URL": "redis-a:6379,redis-b:6379", "REDIS_TYPE": "CLUSTER",
+		"REDIS_SOCKET_TYPE": "tcp", "LIMIT_RESPONSE_HEADERS_ENABLED": "1", "MERGE_DOMAIN_CONFIG": "true",
+	})))
+	assert.Equal(t, "/data/rl/config", c.configPath)
+	assert.Equal(t, ":9000", c.grpcAddr)
+	assert.Equal(t, "127.0.0.1:8080", c.httpAddr)
+	assert.Equal(t, ":9090", c.metricsAddr)
+	assert.True(t, c.responseHeaders)
+	assert.True(t, c.mergeDomains)
+	require.NotNil(t, c.newRedis)
+	assert.Equal(t, "redis-a:6379,redis-b:6379", c.redisWhere)
+
+	// Flags win over the variables.
+	c = defaults()
+	c.configPath, c.grpcAddr = "/etc/rl", "127.0.0.1:1"
+	require.NoError(t, c.resolve(map[string]bool{"config": true, "grpc": true, "redis": true}, "redis://h:1/2",
+		lookup(map[string]string{"RUNTIME_ROOT": "/data", "GRPC_PORT": "9000", "REDIS_URL": "x:1"})))
+	assert.Equal(t, "/etc/rl", c.configPath)
+	assert.Equal(t, "127.0.0.1:1", c.grpcAddr)
+	assert.Equal(t, "h:1", c.redisWhere)
+
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"GRPC_PORT": "x"}, `GRPC_PORT="x"`},
+		{map[string]string{"PORT": "70000"}, `PORT="70000"`},
+		{map[string]string{"USE_PROMETHEUS": "yes"}, `USE_PROMETHEUS="yes"`},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_TYPE": "ring"}, `REDIS_TYPE="ring"`},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "udp"}, `REDIS_SOCKET_TYPE="udp"`},
+		{map[string]string{"REDIS_URL": "m", "REDIS_TYPE": "sentinel"}, "sentinel wants the master's name"},
+		{map[string]string{"REDIS_URL": "a:1,b:1", "REDIS_SOCKET_TYPE": "tcp"}, "single takes one address"},
+		{map[string]string{"NEAR_LIMIT_RATIO": "2"}, `NEAR_LIMIT_RATIO="2"`},
+		// The reference's settings we do not implement, set: exit 2,
+		// never silently ignored.
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:11211"}, `BACKEND_TYPE="memcache": only Redis`},
+		{map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, "memcache is not supported"},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": "true"}, "per-second limits is not supported"},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "p:1"}, "per-second limits is not supported"},
+		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "--refusal-cache"},
+		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, "--count-only-admitted"},
+		{map[string]string{"QUOTA_MODE": "true"}, "quota mode"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "only configuration files"},
+		{map[string]string{"GRPC_UDS": "/run/rl.sock"}, "Unix socket"},
+		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "TLS is not supported"},
+		{map[string]string{"BACKEND_TYPE": "redis"}, "needs REDIS_URL"},
+	} {
+		c := defaults()
+		err := c.resolve(map[string]bool{}, "", lookup(tc.env))
+		assert.ErrorContains(t, err, tc.want, "%v", tc.env)
+	}
+}
+
+// TestRLSUnsupportedAtDefault: the reference's unsupported settings set to
+// their defaults (as a deployment's manifest often carries them) ask for
+// nothing and are accepted.
+func TestRLSUnsupportedAtDefault(t *testing.T) {
+	env := map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp"}
+	for _, s := range unsupportedSettings {
+		env[s.name] = strings.ToUpper(s.def)
+	}
+	c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second, maxKeys: 10}
+	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+}

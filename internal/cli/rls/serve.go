@@ -1,0 +1,313 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/metrics"
+	"github.com/smoothrate/ratelimit/internal/cli/outage"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/rls"
+)
+
+// This file holds what rls serves: the gRPC service (with the standard
+// health service), the reference's HTTP face (/json, /healthcheck) and the
+// metrics, and their graceful stop.
+
+// maxJSONBody bounds a /json request: a RateLimitRequest is a few hundred
+// bytes.
+const maxJSONBody = 1 << 20
+
+// runCheck is --check: load the configuration once, print one line.
+func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimit rls: %v\n", err)
+		return command.ExitUsage
+	}
+	fmt.Fprintf(stdout, "ratelimit rls: %s is valid: %s\n", c.configPath, describeConfig(cfg))
+	return command.ExitOK
+}
+
+// load reads the configuration at configPath.
+func (c *rlsConfig) load() (*rls.Config, error) {
+	if _, err := os.Stat(c.configPath); err != nil && c.configFromEnv && errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
+	}
+	return rls.LoadConfig(c.configPath, rls.MergeDomains(c.mergeDomains))
+}
+
+// describeConfig names a configuration's domains and files, for messages.
+func describeConfig(cfg *rls.Config) string {
+	d := cfg.Domains()
+	files := len(cfg.Files())
+	return fmt.Sprintf("%d file%s, domain%s %s", files, command.Plural(int64(files), "", "s"), command.Plural(int64(len(d)), "", "s"), strings.Join(d, ", "))
+}
+
+// serviceOptions are the rls options the flags ask for.
+func (c *rlsConfig) serviceOptions() []rls.Option {
+	opts := []rls.Option{rls.WithStoreTimeout(c.storeTimeout)}
+	if c.responseHeaders {
+		opts = append(opts, rls.WithRateLimitHeaders(c.headerNames[0], c.headerNames[1], c.headerNames[2]))
+	}
+	if c.ietfHeaders {
+		opts = append(opts, rls.WithIETFHeaders())
+	}
+	if c.countOnlyAdmitted {
+		opts = append(opts, rls.WithCountOnlyAdmitted())
+	}
+	if c.nearLimitRatio != 0 {
+		opts = append(opts, rls.WithNearLimitRatio(c.nearLimitRatio))
+	}
+	if c.shadowMode {
+		opts = append(opts, rls.WithGlobalShadowMode())
+	}
+	return opts
+}
+
+// openStore makes the store: memory, or Redis checked at start. A Redis
+// that answers but is set up wrong is an error wrapping
+// rls.ErrMisconfigured (exit status 2); one that does not answer is a
+// warning on stderr: the service answers UNAVAILABLE until it does.
+func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), err error) {
+	if c.newRedis == nil {
+		// CACHE_KEY_PREFIX names Redis keys: nothing to do in memory.
+		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys))
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
+	}
+	redisflag.Quiet() // store errors are counted, and logged by the service
+	var sopts []rls.StoreOption
+	if c.keyPrefix != "" {
+		sopts = append(sopts, rls.WithKeyPrefix(c.keyPrefix))
+	}
+	if c.refusalCache > 0 {
+		sopts = append(sopts, rls.WithRefusalCache(c.refusalCache))
+	}
+	client := c.newRedis()
+	rs, err := rls.NewRedisStore(client, sopts...)
+	if err != nil {
+		client.Close()
+		return nil, "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
+	defer cancel()
+	if err := redisflag.ClusterNodeAsServer(ctx, client); err != nil {
+		client.Close()
+		return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+	}
+	if err := rs.Check(ctx); err != nil {
+		if redisflag.Misconfigured(err) {
+			client.Close()
+			return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+		}
+		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE until it does\n", c.redisWhere, err)
+	}
+	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
+}
+
+// rlsHealth is the state /healthcheck and the gRPC health service report.
+type rlsHealth struct {
+	ok   atomic.Bool
+	grpc *health.Server
+}
+
+func (h *rlsHealth) set(ok bool) {
+	h.ok.Store(ok)
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.grpc.SetServingStatus("", st)
+	h.grpc.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+}
+
+// ServeHTTP is /healthcheck: "OK", or 500 while stopping, as the
+// reference answers.
+func (h *rlsHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.ok.Load() {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	io.WriteString(w, "OK")
+}
+
+// jsonHandler is the reference's POST /json: a RateLimitRequest in
+// protojson, answered 200 (OK) or 429 (OVER_LIMIT) with the response in
+// protojson; 400 for a body that is not a request, and 503 when the store
+// failed (the reference answers 400 there too, which blames the client).
+func jsonHandler(svc rlsv3.RateLimitServiceServer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		if err != nil {
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			http.Error(w, "not a RateLimitRequest in JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := svc.ShouldRateLimit(r.Context(), &req)
+		if err != nil {
+			code := http.StatusBadRequest // the reference's answer to every error
+			switch status.Code(err) {
+			case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+				code = http.StatusServiceUnavailable
+			case codes.Internal:
+				code = http.StatusInternalServerError
+			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
+		}
+		out, err := protojson.Marshal(resp)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch resp.GetOverallCode() {
+		case rlsv3.RateLimitResponse_OVER_LIMIT:
+			w.WriteHeader(http.StatusTooManyRequests)
+		case rlsv3.RateLimitResponse_OK:
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+		w.Write(out)
+	})
+}
+
+// rlsAnswerer is a function serving as the RateLimitServiceServer.
+type rlsAnswerer func(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
+
+func (f rlsAnswerer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return f(ctx, req)
+}
+
+// noteStore records a call's outcome in the store's outage log (the proxy
+// keeps the same: a line when an outage begins, with its reason, summaries
+// while it lasts, a line when it ends): a store failure by its answer, a
+// call that consulted the store (a status with a limit) as the store
+// working.
+func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
+	switch {
+	case err == nil:
+		for _, st := range resp.GetStatuses() {
+			if st.GetCurrentLimit() != nil {
+				l.OK()
+				return
+			}
+		}
+	case errors.Is(err, rls.ErrMisconfigured):
+		l.Fail(err, "answered INTERNAL (Redis set up wrong: no wait ends it)")
+	case errors.Is(err, rls.ErrStore):
+		l.Fail(err, "answered "+status.Code(err).String())
+	}
+}
+
+// serve runs the service until ctx ends, then drains it.
+func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
+	const prefix = "ratelimit rls"
+	fp := configFingerprint(c.configPath) // before loading: a change in between is seen
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
+	store, storeName, closeStore, err := c.openStore(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
+	defer closeStore()
+	svc, err := rls.New(cfg, store, c.serviceOptions()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
+	errLog := log.New(stderr, prefix+": ", 0)
+
+	// Listen on everything first, so that a taken address stops the
+	// command before it serves anything.
+	var listeners serve.Listeners
+	grpcLn, err := listeners.Listen("--grpc", c.grpcAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitFail
+	}
+	httpLn, err := listeners.Listen("--http", c.httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitFail
+	}
+	var metricsLn net.Listener
+	if c.metricsAddr != "" {
+		if metricsLn, err = listeners.Listen("--metrics", c.metricsAddr); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return command.ExitFail
+		}
+	}
+
+	hl := &rlsHealth{grpc: health.NewServer()}
+	hl.set(true)
+	var inFlight atomic.Int64
+	storeLog := outage.New("store ("+storeName+")", errLog)
+	defer storeLog.Close()
+	// What both faces call: counted in flight, store failures logged.
+	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		resp, err := svc.ShouldRateLimit(ctx, req)
+		noteStore(storeLog, resp, err)
+		return resp, err
+	})
+	gs := grpc.NewServer(rlsServerOptions()...)
+	rlsv3.RegisterRateLimitServiceServer(gs, answer)
+	healthpb.RegisterHealthServer(gs, hl.grpc)
+
+	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}
+	servers.GRPC(gs, grpcLn)
+	mux := http.NewServeMux()
+	mux.Handle("POST /json", jsonHandler(answer))
+	mux.Handle("/healthcheck", hl)
+	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
+	metricsNote := ""
+	if metricsLn != nil {
+		servers.HTTP(metrics.Server(func(out io.Writer) {
+			svc.WriteMetrics(out)
+			w := metrics.Writer{W: out}
+			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
+			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
+		}, errLog), metricsLn)
+		metricsNote = metrics.Banner(metricsLn)
+	}
+
+	w := newConfigWatcher(c, svc, fp, errLog)
+	stopWatch := w.start(c.reloadInterval)
+	defer stopWatch()
+
+	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",
+		prefix, grpcLn.Addr(), httpLn.Addr(), metricsNote, describeConfig(cfg), c.configPath, storeName)
+
+	return servers.Run(ctx, func() { hl.set(false) })
+}
