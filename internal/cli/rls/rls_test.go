@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
@@ -412,10 +414,7 @@ func TestRLSResolve(t *testing.T) {
 	lookup := func(env map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
-	defaults := func() *rlsConfig {
-		return &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond,
-			reloadInterval: time.Second, maxKeys: 10}
-	}
+	defaults := flagDefaults
 	c := defaults()
 	require.NoError(t, c.resolve(map[string]bool{}, "", lookup(nil)))
 	assert.Equal(t, "/srv/runtime_data/current/config", c.configPath)
@@ -488,6 +487,14 @@ func TestRLSUnsupportedAtDefault(t *testing.T) {
 	for _, s := range unsupportedSettings {
 		env[s.name] = strings.ToUpper(s.def)
 	}
-	c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second, maxKeys: 10}
+	c := flagDefaults()
 	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+}
+
+// flagDefaults is the configuration the flags give when none is set.
+func flagDefaults() *rlsConfig {
+	c := &rlsConfig{}
+	var rf redisflag.Flags
+	c.register(flag.NewFlagSet("rls", flag.ContinueOnError), &rf)
+	return c
 }

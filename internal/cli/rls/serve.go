@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -38,7 +39,7 @@ const maxJSONBody = 1 << 20
 
 // runCheck is --check: load the configuration once, print one line.
 func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
-	cfg, err := c.load()
+	_, cfg, err := c.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit rls: %v\n", err)
 		return command.ExitUsage
@@ -47,12 +48,26 @@ func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
 	return command.ExitOK
 }
 
-// load reads the configuration at configPath.
-func (c *rlsConfig) load() (*rls.Config, error) {
+// load reads the configuration at configPath once (readConfigFiles, within
+// configReadTimeout) and parses it.
+func (c *rlsConfig) load() (configSnapshot, *rls.Config, error) {
 	if _, err := os.Stat(c.configPath); err != nil && c.configFromEnv && errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
+		return configSnapshot{}, nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
 	}
-	return rls.LoadConfig(c.configPath, rls.MergeDomains(c.mergeDomains))
+	s, ok, _ := readConfigBounded(c.configPath, nil, nil)
+	if !ok {
+		return s, nil, fmt.Errorf("%s: reading it took more than %v (a filesystem that does not answer?)", c.configPath, configReadTimeout)
+	}
+	cfg, err := c.parse(s)
+	return s, cfg, err
+}
+
+// parse builds the configuration a snapshot holds.
+func (c *rlsConfig) parse(s configSnapshot) (*rls.Config, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return rls.ParseConfig(s.files, rls.MergeDomains(c.mergeDomains))
 }
 
 // describeConfig names a configuration's domains and files, for messages.
@@ -64,7 +79,8 @@ func describeConfig(cfg *rls.Config) string {
 
 // serviceOptions are the rls options the flags ask for.
 func (c *rlsConfig) serviceOptions() []rls.Option {
-	opts := []rls.Option{rls.WithStoreTimeout(c.storeTimeout)}
+	opts := []rls.Option{rls.WithStoreTimeout(c.storeTimeout), rls.WithMaxDescriptors(c.maxDescriptors),
+		rls.WithMaxDescriptorBytes(int(c.maxDescriptorBytes)), rls.WithMetricSeriesLimit(c.metricSeries, int(c.metricLabelBytes))}
 	if c.responseHeaders {
 		opts = append(opts, rls.WithRateLimitHeaders(c.headerNames[0], c.headerNames[1], c.headerNames[2]))
 	}
@@ -90,11 +106,11 @@ func (c *rlsConfig) serviceOptions() []rls.Option {
 func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), err error) {
 	if c.newRedis == nil {
 		// CACHE_KEY_PREFIX names Redis keys: nothing to do in memory.
-		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys))
+		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys), rls.WithMaxBytes(int(c.maxBytes)))
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
+		return m, fmt.Sprintf("memory store (at most %d keys and %s, for the windows and for the additions each)", c.maxKeys, command.SizeText(c.maxBytes)), func() {}, nil
 	}
 	redisflag.Quiet() // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
@@ -154,11 +170,18 @@ func (h *rlsHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // jsonHandler is the reference's POST /json: a RateLimitRequest in
 // protojson, answered 200 (OK) or 429 (OVER_LIMIT) with the response in
-// protojson; 400 for a body that is not a request, and 503 when the store
+// protojson; 400 for a body that is not a request, 408 (and the connection
+// closed) for one that stalls for readTimeout, and 503 when the store
 // failed (the reference answers 400 there too, which blames the client).
-func jsonHandler(svc rlsv3.RateLimitServiceServer) http.Handler {
+func jsonHandler(svc rlsv3.RateLimitServiceServer, readTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve.NewTimedBody(w, r, readTimeout)
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		if serve.BodyTimedOut(err) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the request body stalled for longer than --read-timeout", http.StatusRequestTimeout)
+			return
+		}
 		if err != nil {
 			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 			return
@@ -228,8 +251,7 @@ func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
 // serve runs the service until ctx ends, then drains it.
 func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	const prefix = "ratelimit rls"
-	fp := configFingerprint(c.configPath) // before loading: a change in between is seen
-	cfg, err := c.load()
+	loaded, cfg, err := c.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
@@ -270,7 +292,7 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 
 	hl := &rlsHealth{grpc: health.NewServer()}
 	hl.set(true)
-	var inFlight atomic.Int64
+	var inFlight, connsRefused atomic.Int64
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
 	// What both faces call: counted in flight, store failures logged.
@@ -285,25 +307,36 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.grpc)
 
-	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}
+	// One cap for every listener: a client holds at most
+	// --max-conns-per-client connections to the whole process, so that one
+	// opening thousands leaves file descriptors for gRPC and /healthcheck.
+	if cc := c.conns.Cap(nil, &connsRefused, errLog); cc != nil {
+		grpcLn, httpLn = cc.Wrap(grpcLn), cc.Wrap(httpLn)
+		if metricsLn != nil {
+			metricsLn = cc.Wrap(metricsLn)
+		}
+	}
+	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls", Drain: c.drain}
 	servers.GRPC(gs, grpcLn)
 	mux := http.NewServeMux()
-	mux.Handle("POST /json", jsonHandler(answer))
+	mux.Handle("POST /json", jsonHandler(answer, c.conns.ReadTimeout))
 	mux.Handle("/healthcheck", hl)
-	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
+	servers.HTTP(c.conns.Apply(&http.Server{Handler: mux, ErrorLog: errLog}), httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
-		servers.HTTP(metrics.Server(func(out io.Writer) {
+		servers.HTTP(c.conns.Apply(metrics.Server(func(out io.Writer) {
 			svc.WriteMetrics(out)
 			w := metrics.Writer{W: out}
 			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
 			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
-		}, errLog), metricsLn)
+			w.Family("ratelimit_rls_connections_refused_total", "counter", "Connections closed at once over --max-conns-per-client.")
+			w.Sample("ratelimit_rls_connections_refused_total", connsRefused.Load())
+		}, errLog)), metricsLn)
 		metricsNote = metrics.Banner(metricsLn)
 	}
 
-	w := newConfigWatcher(c, svc, fp, errLog)
-	stopWatch := w.start(c.reloadInterval)
+	w := newConfigWatcher(c, svc, loaded, errLog)
+	stopWatch := w.start()
 	defer stopWatch()
 
 	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",

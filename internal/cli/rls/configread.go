@@ -1,0 +1,190 @@
+package rls
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/rls"
+)
+
+// Bounds on reading the configuration: what a file under --config can
+// cost the service, whatever is put there.
+const (
+	// maxConfigFileBytes bounds one file: the largest configurations we
+	// know of (thousands of descriptors) take a few hundred KiB.
+	maxConfigFileBytes = 16 << 20
+	// maxConfigBytes bounds all the files together.
+	maxConfigBytes = 64 << 20
+	// configReadTimeout bounds reading them all: a local filesystem
+	// takes milliseconds; one that does not answer (a hung NFS or FUSE
+	// mount) must not freeze reloading, --check or the shutdown.
+	configReadTimeout = 10 * time.Second
+)
+
+// configSnapshot is what one look at --config read: the files, in the
+// order rls.ParseConfig takes them, or the error that stopped the
+// reading; a digest of both; and the newest modification time among the
+// files.
+type configSnapshot struct {
+	files  []rls.File
+	err    error
+	sum    [sha256.Size]byte
+	newest time.Time
+}
+
+// readConfigFiles reads path as rls.LoadConfig does (a YAML file, or every
+// file below a directory, recursively, in lexical order, except names
+// starting with '.'; a link to a file is read, one to a directory not
+// followed), but only regular files: a named pipe, a device or a socket is
+// refused (*rls.ConfigError) without being read, since opening a pipe for
+// reading waits for a writer, and reading a device may never end. Each
+// file is bounded by maxConfigFileBytes and all of them by maxConfigBytes.
+// The digest covers every name, content and error, so that a file that
+// appears, disappears, changes or fails in any way changes it.
+func readConfigFiles(path string) configSnapshot {
+	var s configSnapshot
+	var total int64
+	read := func(p string) error {
+		b, mtime, err := readRegularFile(p, min(maxConfigFileBytes, maxConfigBytes-total))
+		if err != nil {
+			return &rls.ConfigError{File: p, Reason: err.Error()}
+		}
+		total += int64(len(b))
+		s.files = append(s.files, rls.File{Name: p, Content: b})
+		if mtime.After(s.newest) {
+			s.newest = mtime
+		}
+		return nil
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		s.err = &rls.ConfigError{File: path, Reason: err.Error()}
+	case !st.IsDir():
+		s.err = read(path)
+	default:
+		s.err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return &rls.ConfigError{File: p, Reason: err.Error()}
+			}
+			if p != path && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() {
+				return nil
+			}
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				return nil // a link to a directory: not followed
+			}
+			return read(p)
+		})
+	}
+	h := sha256.New()
+	add := func(s string) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	for _, f := range s.files {
+		add(f.Name)
+		add(string(f.Content))
+	}
+	if s.err != nil {
+		add("error: " + s.err.Error())
+	}
+	h.Sum(s.sum[:0])
+	return s
+}
+
+// errNotRegular is a file under --config that is not a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// readRegularFile reads the regular file at p, at most limit bytes, and
+// returns its contents and modification time. Anything else is refused
+// before it is opened (a pipe would block the open itself), and again
+// after, from the opened file: what was a regular file when looked at
+// may have been replaced by a pipe in between, and O_NONBLOCK keeps that
+// open from waiting for a writer.
+func readRegularFile(p string, limit int64) ([]byte, time.Time, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, time.Time{}, notRegular(st.Mode())
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return nil, time.Time{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, time.Time{}, notRegular(st.Mode())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if int64(len(b)) > limit {
+		return nil, time.Time{}, fmt.Errorf("larger than %s: refused (at most %s a file, %s in all)", command.SizeText(limit),
+			command.SizeText(maxConfigFileBytes), command.SizeText(maxConfigBytes))
+	}
+	return b, st.ModTime(), nil
+}
+
+// notRegular names what a file is instead of a regular file.
+func notRegular(m fs.FileMode) error {
+	kind := "not a regular file"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeCharDevice != 0:
+		kind = "a character device"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fmt.Errorf("%w: %s, refused (only regular files are read)", errNotRegular, kind)
+}
+
+// readConfigBounded is readConfigFiles bounded by configReadTimeout: a
+// read that takes longer is abandoned (its goroutine ends whenever the
+// filesystem answers) and reported as an error, or given up when stop is
+// closed first. inFlight, when not nil, is a read still running from
+// before: it is waited for rather than starting another, so that a
+// filesystem that does not answer holds at most one goroutine.
+func readConfigBounded(path string, inFlight <-chan configSnapshot, stop <-chan struct{}) (s configSnapshot, ok bool, running <-chan configSnapshot) {
+	if inFlight == nil {
+		ch := make(chan configSnapshot, 1)
+		go func() { ch <- readConfigFiles(path) }()
+		inFlight = ch
+	}
+	t := time.NewTimer(configReadTimeout)
+	defer t.Stop()
+	select {
+	case s := <-inFlight:
+		return s, true, nil
+	case <-t.C:
+		return configSnapshot{}, false, inFlight
+	case <-stop:
+		return configSnapshot{}, false, inFlight
+	}
+}
