@@ -33,13 +33,14 @@ const (
 
 // configSnapshot is what one look at --config read: the files, in the
 // order rls.ParseConfig takes them, or the error that stopped the
-// reading; a digest of both; and the newest modification time among the
-// files.
+// reading; a digest of both; the newest modification time among the
+// files; and when the reading began.
 type configSnapshot struct {
 	files  []rls.File
 	err    error
 	sum    [sha256.Size]byte
 	newest time.Time
+	readAt time.Time
 }
 
 // readConfigFiles reads path as rls.LoadConfig does (a YAML file, or every
@@ -52,7 +53,7 @@ type configSnapshot struct {
 // The digest covers every name, content and error, so that a file that
 // appears, disappears, changes or fails in any way changes it.
 func readConfigFiles(path string) configSnapshot {
-	var s configSnapshot
+	s := configSnapshot{readAt: time.Now()}
 	var total int64
 	read := func(p string) error {
 		b, mtime, err := readRegularFile(p, min(maxConfigFileBytes, maxConfigBytes-total))
@@ -165,19 +166,20 @@ func notRegular(m fs.FileMode) error {
 	return fmt.Errorf("%w: %s, refused (only regular files are read)", errNotRegular, kind)
 }
 
-// readConfigBounded is readConfigFiles bounded by configReadTimeout: a
-// read that takes longer is abandoned (its goroutine ends whenever the
-// filesystem answers) and reported as an error, or given up when stop is
-// closed first. inFlight, when not nil, is a read still running from
-// before: it is waited for rather than starting another, so that a
-// filesystem that does not answer holds at most one goroutine.
-func readConfigBounded(path string, inFlight <-chan configSnapshot, stop <-chan struct{}) (s configSnapshot, ok bool, running <-chan configSnapshot) {
+// readBounded runs read(path) within timeout: a read that takes longer is
+// abandoned (its goroutine ends whenever the filesystem answers) and
+// reported as not ok, as is one given up because stop was closed first.
+// inFlight, when not nil, is a read still running from before: it is
+// waited for rather than starting another, so that a filesystem that does
+// not answer holds at most one goroutine; running is the read still in
+// flight when ok is false.
+func readBounded(read func(string) configSnapshot, path string, timeout time.Duration, inFlight <-chan configSnapshot, stop <-chan struct{}) (s configSnapshot, ok bool, running <-chan configSnapshot) {
 	if inFlight == nil {
 		ch := make(chan configSnapshot, 1)
-		go func() { ch <- readConfigFiles(path) }()
+		go func() { ch <- read(path) }()
 		inFlight = ch
 	}
-	t := time.NewTimer(configReadTimeout)
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case s := <-inFlight:

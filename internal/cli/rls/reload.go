@@ -20,8 +20,9 @@ import (
 // silently outlives.
 //
 // A change is loaded only once it has read the same at two looks in a
-// row (one --reload-interval apart), or at once when every file's
-// modification time is older than one interval: a file being written (by
+// row (one --reload-interval apart), or at once when every file was last
+// modified before the previous look began (mtimeSlack before, for coarse
+// timestamps): a file being written (by
 // an editor, a copy, a configuration tool) may be cut at a line boundary
 // and parse, and the rules it has not got yet would answer OK without a
 // limit. SIGHUP is the operator saying the files are complete: it loads
@@ -36,18 +37,29 @@ type configWatcher struct {
 	interval time.Duration
 	now      func() time.Time
 	stop     chan struct{}
+	// read reads the configuration (readConfigFiles), within readTimeout.
+	read        func(path string) configSnapshot
+	readTimeout time.Duration
 
 	// loaded is the digest of the snapshot last loaded or refused;
 	// pending that of a change seen once, waiting to be seen again.
 	loaded, pending [sha256.Size]byte
 	havePending     bool
+	// lastLook is when the last read that ended began.
+	lastLook time.Time
 	// reading is a read that outlived configReadTimeout, still running.
 	reading    <-chan configSnapshot
 	stuckSince time.Time
 }
 
+// mtimeSlack is how much earlier than the write itself a file's
+// modification time may read: filesystems keep it in coarse steps (a
+// kernel tick, up to 1 s on some NFS and macOS filesystems, 2 s on FAT).
+const mtimeSlack = 2 * time.Second
+
 func newConfigWatcher(c *rlsConfig, svc *rls.Service, loaded configSnapshot, l *log.Logger) *configWatcher {
-	return &configWatcher{c: c, svc: svc, log: l, interval: c.reloadInterval, now: time.Now, stop: make(chan struct{}), loaded: loaded.sum}
+	return &configWatcher{c: c, svc: svc, log: l, interval: c.reloadInterval, now: time.Now, stop: make(chan struct{}),
+		read: readConfigFiles, readTimeout: configReadTimeout, loaded: loaded.sum, lastLook: loaded.readAt}
 }
 
 // start looks every interval and reloads on SIGHUP until the returned
@@ -82,26 +94,29 @@ func (w *configWatcher) start() (stop func()) {
 // configWatcher say so; forced (SIGHUP), whatever it holds.
 func (w *configWatcher) look(force bool) {
 	stuck := w.reading != nil
-	s, ok, running := readConfigBounded(w.c.configPath, w.reading, w.stop)
+	s, ok, running := readBounded(w.read, w.c.configPath, w.readTimeout, w.reading, w.stop)
 	w.reading = running
 	if !ok {
 		if !stuck {
 			w.stuckSince = w.now()
-			w.log.Printf("reading the configuration under %s takes more than %v (a filesystem that does not answer?); keeping the current one until a read ends", w.c.configPath, configReadTimeout)
+			w.log.Printf("reading the configuration under %s takes more than %v (a filesystem that does not answer?); keeping the current one until a read ends", w.c.configPath, w.readTimeout)
 		}
 		return
 	}
 	if stuck {
 		w.log.Printf("reading the configuration under %s ended after %v", w.c.configPath, w.now().Sub(w.stuckSince).Round(time.Millisecond))
 	}
+	prevLook := w.lastLook
+	w.lastLook = s.readAt
 	switch {
 	case force:
 	case s.sum == w.loaded:
 		w.havePending = false
 		return
 	case w.havePending && s.sum == w.pending:
-	case s.err == nil && len(s.files) > 0 && w.now().Sub(s.newest) > w.interval:
-		// Every file was last written more than an interval ago.
+	case s.err == nil && len(s.files) > 0 && s.newest.Before(prevLook.Add(-mtimeSlack)):
+		// Every file was last written before the previous look began:
+		// renamed into place, or copied with its times kept.
 	default:
 		if !w.havePending {
 			w.log.Printf("the configuration under %s changed; loading it once it reads the same at the next look (in %v)", w.c.configPath, w.interval)

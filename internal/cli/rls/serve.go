@@ -54,7 +54,7 @@ func (c *rlsConfig) load() (configSnapshot, *rls.Config, error) {
 	if _, err := os.Stat(c.configPath); err != nil && c.configFromEnv && errors.Is(err, os.ErrNotExist) {
 		return configSnapshot{}, nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
 	}
-	s, ok, _ := readConfigBounded(c.configPath, nil, nil)
+	s, ok, _ := readBounded(readConfigFiles, c.configPath, configReadTimeout, nil, nil)
 	if !ok {
 		return s, nil, fmt.Errorf("%s: reading it took more than %v (a filesystem that does not answer?)", c.configPath, configReadTimeout)
 	}
