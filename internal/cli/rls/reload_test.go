@@ -72,25 +72,28 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	p := startRLS(t, nil, "--config", dir, "--drain", "1s")
 	loads, errs := p.metric("ratelimit_rls_config_load_success"), int64(0)
+	limit := uint32(1)
 	for i, nr := range nonRegular {
 		path := filepath.Join(dir, fmt.Sprintf("z%d.yaml", i))
 		remove := nr.make(t, path)
 		errs++
 		p.waitMetric("ratelimit_rls_config_load_error", errs)
 		p.waitStderr(t, path+": not a regular file: "+nr.kind+", refused")
-		assert.Equal(t, uint32(1), p.limitOf("k"), "%s: the previous configuration is kept", nr.kind)
+		assert.Equal(t, limit, p.limitOf("k"), "%s: the previous configuration is kept", nr.kind)
 
 		// SIGHUP reads again at once, and refuses again.
 		errs++
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
 		p.waitMetric("ratelimit_rls_config_load_error", errs)
 
-		// Gone, and the configuration edited: loaded.
+		// The configuration edited, and the file gone: loaded. (In this
+		// order, no look can see the previous configuration alone.)
+		limit++
+		writeFile(t, cfg, fmt.Sprintf(perDay, limit))
 		remove()
-		writeFile(t, cfg, fmt.Sprintf(perDay, i+2))
 		loads++
 		p.waitMetric("ratelimit_rls_config_load_success", loads)
-		assert.Equal(t, uint32(i+2), p.limitOf("k"), "%s removed", nr.kind)
+		assert.Equal(t, limit, p.limitOf("k"), "%s removed", nr.kind)
 	}
 
 	// A pipe that stays: SIGTERM still exits, at once (after --drain).
