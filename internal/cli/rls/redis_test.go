@@ -138,13 +138,13 @@ func startBare(t *testing.T, env []string) *rlsProc {
 }
 
 // TestRLSGracefulStop: calls in flight when SIGTERM arrives (held by a
-// paused Redis) are answered, not cut, and the process then exits 0; the
-// health check reports failure meanwhile.
+// paused Redis) are answered, not cut, after the drain window, and the
+// process then exits 0; the health check reports failure meanwhile.
 func TestRLSGracefulStop(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "30s")
+	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "30s", "--drain", "1s")
 	ctx := t.Context()
 	_, err := p.call(ctx, "test", "k=x") // connects the pool
 	require.NoError(t, err)

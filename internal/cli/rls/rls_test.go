@@ -72,9 +72,17 @@ func startRLS(t *testing.T, env []string, args ...string) *rlsProc {
 // env, and waits for its banner.
 func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 	t.Helper()
+	return launchWrapped(t, nil, env, full)
+}
+
+// launchWrapped is launchRLS under a wrapper command (prlimit) that execs
+// the binary, so that the process is the binary's.
+func launchWrapped(t *testing.T, wrap, env, full []string) *rlsProc {
+	t.Helper()
 	bin := clitest.Binary(t)
 	args := full[1:]
-	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
+	argv := append(append(append([]string{}, wrap...), bin), full...)
+	p := &rlsProc{t: t, cmd: exec.Command(argv[0], argv[1:]...), exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
