@@ -116,10 +116,10 @@ func p99(ds []time.Duration) time.Duration {
 
 // latencyHeld checks that a load costs another caller nothing measurable:
 // the p99 of probe's latency while loaders run stays within twice its p99
-// while the service is not loaded but the machine is as busy: one core
-// spinning in another process, as one call of the load keeps one core
-// busy however well the service bounds it (on a 2-core machine, what is
-// left to the others is the same either way). A fault the load could
+// while the service is not loaded but the machine is as busy: a core
+// spinning in another process for each loader, as a loader's calls keep
+// a core busy however well the service bounds them (on a 2-core machine,
+// what is left to the others is the same either way). A fault the load could
 // cause (a lock or a queue its work holds others behind, work going on
 // after its caller left) shows as a far larger ratio; plain competition
 // for the processor does not.
@@ -151,9 +151,14 @@ func latencyHeld(t *testing.T, probe func() error, loaders ...*loader) {
 		var alone, busy, loaded []time.Duration
 		for range rounds {
 			measure(&alone)
-			stopSpin := spinOneCore(t)
+			var spinning []func()
+			for range loaders {
+				spinning = append(spinning, spinOneCore(t))
+			}
 			measure(&busy)
-			stopSpin()
+			for _, stop := range spinning {
+				stop()
+			}
 			ctx, cancel := context.WithCancel(t.Context())
 			var wg sync.WaitGroup
 			for _, l := range loaders {
@@ -166,12 +171,12 @@ func latencyHeld(t *testing.T, probe func() error, loaders ...*loader) {
 			wg.Wait()
 		}
 		a, b, l := p99(alone), p99(busy), p99(loaded)
-		t.Logf("attempt %d: p99 alone %v, beside a spinning core %v, under load %v (%.2f×)", attempt, a, b, l, float64(l)/float64(b))
+		t.Logf("attempt %d: p99 alone %v, beside spinning cores %v, under load %v (%.2f×)", attempt, a, b, l, float64(l)/float64(b))
 		if l <= 2*b {
 			return
 		}
 		if attempt == attempts {
-			t.Errorf("another caller's p99 under load: %v, more than twice its p99 beside a spinning core (%v), in %d attempts", l, b, attempts)
+			t.Errorf("another caller's p99 under load: %v, more than twice its p99 beside spinning cores (%v), in %d attempts", l, b, attempts)
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,14 @@ import (
 // This file holds what rls serves: the gRPC service (with the standard
 // health service), the reference's HTTP face (/json, /healthcheck) and the
 // metrics, and their graceful stop.
+
+// largeCall is the most descriptors of a call answered without a turn:
+// calls of more (Envoy sends a handful; these come from a client of its
+// own) take turns, at most half the processors' worth at once, so that
+// however many arrive the ordinary calls always find a processor free
+// (two callers of 10 000 descriptors each doubled ordinary calls' p99
+// when they could take both processors of a 2-core machine).
+const largeCall = 256
 
 // maxJSONBody bounds a /json request: a RateLimitRequest is a few hundred
 // bytes.
@@ -296,9 +305,18 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
 	// What both faces call: counted in flight, store failures logged.
+	large := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		inFlight.Add(1)
 		defer inFlight.Add(-1)
+		if len(req.GetDescriptors()) > largeCall {
+			select {
+			case large <- struct{}{}:
+				defer func() { <-large }()
+			case <-ctx.Done():
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}
 		resp, err := svc.ShouldRateLimit(ctx, req)
 		noteStore(storeLog, resp, err)
 		return resp, err
