@@ -466,12 +466,7 @@ func TestRLSResolve(t *testing.T) {
 		{map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, "memcache is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": "true"}, "per-second limits is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "p:1"}, "per-second limits is not supported"},
-		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "--refusal-cache"},
-		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, "--count-only-admitted"},
 		{map[string]string{"QUOTA_MODE": "true"}, "quota mode"},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "only configuration files"},
-		{map[string]string{"GRPC_UDS": "/run/rl.sock"}, "Unix socket"},
-		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "TLS is not supported"},
 		{map[string]string{"BACKEND_TYPE": "redis"}, "needs REDIS_URL"},
 	} {
 		c := defaults()
