@@ -77,10 +77,17 @@ func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 // launchRLSOver is launchRLS with creds for the client's connection (TLS).
 func launchRLSOver(t *testing.T, env []string, full []string, creds credentials.TransportCredentials) *rlsProc {
 	t.Helper()
-	bin := clitest.Binary(t)
-	args := full[min(1, len(full)):]
-	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(clitest.Binary(t), full...)
+	cmd.Env = append(os.Environ(), env...)
+	return attachRLS(t, cmd, creds)
+}
+
+// attachRLS starts cmd, `ratelimit rls` however it is run (the binary, a
+// container), waits for its banner and connects a client with creds.
+func attachRLS(t *testing.T, cmd *exec.Cmd, creds credentials.TransportCredentials) *rlsProc {
+	t.Helper()
+	args := cmd.Args[1:]
+	p := &rlsProc{t: t, cmd: cmd, exited: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
