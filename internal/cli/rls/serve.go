@@ -295,7 +295,8 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		stopBackground()
 		wg.Wait()
 	}()
-	hl := serve.NewHealth(rlsv3.RateLimitService_ServiceDesc.ServiceName)
+	// "ratelimit" is the name the reference's health service answers for.
+	hl := serve.NewHealth(rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit")
 	if storeDown != nil {
 		hl.Set(healthStore, false)
 		wg.Go(func() { awaitStore(background, storeDown, hl, storeName, errLog) })
