@@ -73,6 +73,32 @@ func envFloat(lookup lookupFunc, name string, f *float64) error {
 	return nil
 }
 
+// flagOrEnv is a setting a flag gives or, when the flag is not given, a
+// variable.
+type flagOrEnv struct {
+	flag, env string
+	p         *string
+}
+
+// fillFromEnv sets each setting whose flag was not given from its
+// variable, when that is set. It reports whether any of the flags was
+// given, and names the first variable used (for messages).
+func fillFromEnv(given map[string]bool, lookup lookupFunc, settings ...flagOrEnv) (flagGiven bool, fromEnv string) {
+	for _, s := range settings {
+		if given[s.flag] {
+			flagGiven = true
+			continue
+		}
+		if v, _ := lookup(s.env); v != "" {
+			*s.p = v
+			if fromEnv == "" {
+				fromEnv = s.env
+			}
+		}
+	}
+	return flagGiven, fromEnv
+}
+
 // referenceMarkers are settings of envoyproxy/ratelimit that every
 // deployment of its image sets (Envoy Gateway's, Istio's and Contour's
 // samples, its own docker-compose) and that nothing else is likely to:

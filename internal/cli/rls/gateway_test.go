@@ -193,7 +193,8 @@ func TestRLSXDSGateway(t *testing.T) {
 // TestRLSXDSForceStart: with --force-start (and the xDS server given by
 // flags), the service serves at once: calls before the first
 // configuration are answered with an error, /healthcheck is 200; once a
-// configuration arrives, calls are decided by it.
+// configuration arrives, calls are decided by it. SIGHUP does not stop
+// it.
 func TestRLSXDSForceStart(t *testing.T) {
 	certs := newGatewayCerts(t)
 	srv := xdstest.Start(t, xdstest.ServerTLS(t, certs.ca, certs.leaf))
@@ -212,6 +213,18 @@ func TestRLSXDSForceStart(t *testing.T) {
 	resp, err := p.callRoute(ctx, "default/eg/http")
 	require.NoError(t, err)
 	assert.Equal(t, uint32(2), resp.Statuses[0].LimitRemaining)
+
+	// SIGHUP reloads files; from xDS it changes nothing, and does not
+	// stop the service.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	resp, err = p.callRoute(ctx, "default/eg/http")
+	require.NoError(t, err, "after SIGHUP; stderr: %s", p.stderr.String())
+	assert.Equal(t, uint32(1), resp.Statuses[0].LimitRemaining)
+	select {
+	case <-p.exited:
+		t.Fatalf("SIGHUP stopped the service (status %d)", p.status)
+	default:
+	}
 }
 
 // tlsCall makes one call over a new connection with creds.

@@ -1,7 +1,6 @@
 package rls
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -58,9 +57,6 @@ func registerGRPCFlags(fs *flag.FlagSet, g *grpcSettings) {
 	fs.DurationVar(&g.maxAgeGrace, "grpc-max-connection-age-grace", defaultMaxConnectionAgeGrace, "let the calls of a connection closed for its age finish within this long (0: no bound)")
 }
 
-// grpcTLSFlags are the flags that turn TLS on.
-var grpcTLSFlags = []string{"grpc-tls-cert", "grpc-tls-key", "grpc-tls-client-ca", "grpc-tls-client-san"}
-
 // resolveGRPC fills the gRPC server's settings the flags left out from the
 // reference's variables and checks them. GRPC_UDS replaces
 // GRPC_HOST:GRPC_PORT, as it does for the reference. TLS is on with any
@@ -89,31 +85,16 @@ func (c *rlsConfig) resolveGRPC(given map[string]bool, lookup lookupFunc) error 
 		return fmt.Errorf("--grpc %q: want host:port, :port or unix:PATH", c.grpcAddr)
 	}
 
-	fill := []struct {
-		flag, env string
-		p         *string
-	}{
-		{"grpc-tls-cert", "GRPC_SERVER_TLS_CERT", &g.tls.CertFile},
-		{"grpc-tls-key", "GRPC_SERVER_TLS_KEY", &g.tls.KeyFile},
-		{"grpc-tls-client-ca", "GRPC_CLIENT_TLS_CACERT", &g.tls.ClientCAFile},
-		{"grpc-tls-client-san", "GRPC_CLIENT_TLS_SAN", &g.tls.ClientSAN},
-	}
-	fromEnv := ""
-	for _, f := range fill {
-		if given[f.flag] {
-			g.useTLS = true
-			continue
-		}
-		if v, _ := lookup(f.env); v != "" {
-			*f.p = v
-			fromEnv = cmp.Or(fromEnv, f.env)
-		}
-	}
+	flagGiven, fromEnv := fillFromEnv(given, lookup,
+		flagOrEnv{"grpc-tls-cert", "GRPC_SERVER_TLS_CERT", &g.tls.CertFile},
+		flagOrEnv{"grpc-tls-key", "GRPC_SERVER_TLS_KEY", &g.tls.KeyFile},
+		flagOrEnv{"grpc-tls-client-ca", "GRPC_CLIENT_TLS_CACERT", &g.tls.ClientCAFile},
+		flagOrEnv{"grpc-tls-client-san", "GRPC_CLIENT_TLS_SAN", &g.tls.ClientSAN})
 	on, err := envBool(lookup, "GRPC_SERVER_USE_TLS")
 	if err != nil {
 		return err
 	}
-	g.useTLS = g.useTLS || on
+	g.useTLS = flagGiven || on
 	switch {
 	case !g.useTLS && fromEnv != "":
 		return fmt.Errorf("%s is set but GRPC_SERVER_USE_TLS is not true: set it (the reference would serve plain text, ignoring the file)", fromEnv)

@@ -469,19 +469,10 @@ func redisFromEnv(u string, flags redisflag.TLS, given map[string]bool, lookup f
 // used, for messages.
 func redisTLSFromEnv(flags redisflag.TLS, given map[string]bool, lookup func(string) (string, bool)) (files redisflag.TLS, fromEnv string, err error) {
 	files = flags
-	for _, f := range []struct {
-		flag, env string
-		p         *string
-	}{
-		{"redis-tls-cert", "REDIS_TLS_CLIENT_CERT", &files.CertFile},
-		{"redis-tls-key", "REDIS_TLS_CLIENT_KEY", &files.KeyFile},
-		{"redis-tls-ca", "REDIS_TLS_CACERT", &files.CAFile},
-	} {
-		if v, _ := lookup(f.env); !given[f.flag] && v != "" {
-			*f.p = v
-			fromEnv = cmp.Or(fromEnv, f.env)
-		}
-	}
+	_, fromEnv = fillFromEnv(given, lookup,
+		flagOrEnv{"redis-tls-cert", "REDIS_TLS_CLIENT_CERT", &files.CertFile},
+		flagOrEnv{"redis-tls-key", "REDIS_TLS_CLIENT_KEY", &files.KeyFile},
+		flagOrEnv{"redis-tls-ca", "REDIS_TLS_CACERT", &files.CAFile})
 	if !given["redis-tls-skip-hostname-verification"] {
 		if files.SkipHostnameVerification, err = envBool(lookup, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"); err != nil {
 			return files, "", err

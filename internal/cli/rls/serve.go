@@ -368,8 +368,9 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			return fail(command.ExitUsage, err)
 		}
 		defer stopXDS()
-		stopHUP := ignoreHUP(errLog)
-		defer stopHUP()
+		// SIGHUP reloads the files; from xDS there is nothing to
+		// reload, and it must not stop the command.
+		signal.Ignore(syscall.SIGHUP)
 	}
 
 	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}
@@ -401,29 +402,4 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		prefix, grpcAddrString(grpcLn), tlsNote, httpLn.Addr(), metricsNote, source, storeName)
 
 	return servers.Run(ctx, hl.Stopping)
-}
-
-// ignoreHUP keeps SIGHUP, which reloads the files, from stopping the
-// command when the configuration comes from xDS: there is nothing to
-// reload, which it says.
-func ignoreHUP(l *log.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-hup:
-				l.Printf("SIGHUP: the configuration comes from xDS, nothing to reload")
-			case <-done:
-				return
-			}
-		}
-	})
-	return func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
-	}
 }

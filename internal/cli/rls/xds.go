@@ -150,26 +150,12 @@ func (c *rlsConfig) resolveSource(given map[string]bool, lookup lookupFunc) erro
 // flag, or CONFIG_GRPC_XDS_SERVER_USE_TLS=true; files given while it is
 // off are an error, where the reference connects in plain text.
 func (x *xdsSettings) resolveTLS(given map[string]bool, lookup lookupFunc) error {
-	fill := []struct {
-		flag, env string
-		p         *string
-	}{
-		{"xds-tls-cert", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", &x.tls.CertFile},
-		{"xds-tls-key", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", &x.tls.KeyFile},
-		{"xds-tls-ca", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", &x.tls.CAFile},
-		{"xds-tls-san", "CONFIG_GRPC_XDS_SERVER_TLS_SAN", &x.tls.ServerName},
-	}
-	fromEnv := ""
-	for _, f := range fill {
-		if given[f.flag] {
-			x.useTLS = true
-			continue
-		}
-		if v, _ := lookup(f.env); v != "" {
-			*f.p = v
-			fromEnv = cmp.Or(fromEnv, f.env)
-		}
-	}
+	flagGiven, fromEnv := fillFromEnv(given, lookup,
+		flagOrEnv{"xds-tls-cert", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", &x.tls.CertFile},
+		flagOrEnv{"xds-tls-key", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", &x.tls.KeyFile},
+		flagOrEnv{"xds-tls-ca", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", &x.tls.CAFile},
+		flagOrEnv{"xds-tls-san", "CONFIG_GRPC_XDS_SERVER_TLS_SAN", &x.tls.ServerName})
+	x.useTLS = x.useTLS || flagGiven
 	if !given["xds-tls"] {
 		on, err := envBool(lookup, "CONFIG_GRPC_XDS_SERVER_USE_TLS")
 		if err != nil {

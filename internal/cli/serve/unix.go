@@ -22,16 +22,7 @@ const UnixPrefix = "unix:"
 // listens on. On failure it closes the listeners opened before, as Listen
 // does.
 func (ls *Listeners) ListenUnix(flagName, path string) (net.Listener, error) {
-	ln, err := listenUnix(path)
-	if err != nil {
-		ls.Close()
-		if flagName != "" {
-			err = fmt.Errorf("%s: %w", flagName, err)
-		}
-		return nil, err
-	}
-	*ls = append(*ls, ln)
-	return ln, nil
+	return ls.add(flagName, func() (net.Listener, error) { return listenUnix(path) })
 }
 
 func listenUnix(path string) (net.Listener, error) {
