@@ -1,9 +1,12 @@
 package rls
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // An Option configures a Service. Bad values and nil options are reported
@@ -35,6 +38,7 @@ const DefaultNearLimitRatio = 0.8
 // serviceConfig holds every Service knob; buildConfig sets the defaults.
 type serviceConfig struct {
 	storeTimeout     time.Duration
+	storeBound       redisscript.Bound // storeTimeout's, made once
 	headers          bool
 	limitHeader      string
 	remainingHeader  string
@@ -55,6 +59,7 @@ func buildConfig(opts []Option) (serviceConfig, error) {
 		}
 		o.apply(&c)
 	}
+	c.storeBound = redisscript.NewBound(c.storeTimeout)
 	return c, errors.Join(c.errs...)
 }
 
@@ -81,9 +86,9 @@ func WithStoreTimeout(d time.Duration) Option {
 func WithRateLimitHeaders(limit, remaining, reset string) Option {
 	return optionFunc(func(c *serviceConfig) {
 		c.headers = true
-		c.limitHeader = cmpOr(limit, DefaultLimitHeader)
-		c.remainingHeader = cmpOr(remaining, DefaultRemainingHeader)
-		c.resetHeader = cmpOr(reset, DefaultResetHeader)
+		c.limitHeader = cmp.Or(limit, DefaultLimitHeader)
+		c.remainingHeader = cmp.Or(remaining, DefaultRemainingHeader)
+		c.resetHeader = cmp.Or(reset, DefaultResetHeader)
 	})
 }
 
@@ -122,11 +127,4 @@ func WithNearLimitRatio(r float32) Option {
 // answers OK overall (the reference's SHADOW_MODE).
 func WithGlobalShadowMode() Option {
 	return optionFunc(func(c *serviceConfig) { c.globalShadowMode = true })
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

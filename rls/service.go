@@ -18,6 +18,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/internal/sat"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -28,20 +30,21 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	state atomic.Pointer[compiled]
-	store Store
-	redis bool // the store has round trips: bound them, run them at once
+	state  atomic.Pointer[compiled]
+	store  Store
+	prefix string // the store's key prefix
+	redis  bool   // the store has round trips: bound them, run them at once
 	// batch: the additions of all descriptors go to one AllowAll (a
 	// MemoryStore, or a Redis that is not a Cluster or a Ring, where keys
 	// of several descriptors may live in several slots).
 	batch bool
-	// boundedWindows: the store's windows call returns when its context
-	// ends, whatever the client does (a RedisStore that batches), so
+	// timedWindows: the store's windows call returns when its timeout
+	// passes, whatever the client does (a RedisStore that batches), so
 	// that a call with only windows runs it without a goroutine of its
-	// own.
-	boundedWindows *RedisStore
-	cfg            serviceConfig
-	metrics        metrics
+	// own; nil otherwise.
+	timedWindows timedWindows
+	cfg          serviceConfig
+	metrics      metrics
 }
 
 // compiled is a Config with the additions' limiters built over the store.
@@ -65,13 +68,10 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 		}
 		store = m
 	}
-	_, isMem := store.(*MemoryStore)
-	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
-	if r, ok := store.(*RedisStore); ok {
-		s.batch = !r.sharded
-		if r.batch[0] != nil {
-			s.boundedWindows = r
-		}
+	t := store.traits()
+	s := &Service{store: store, prefix: t.prefix, redis: t.remote, batch: t.oneSlot, cfg: sc}
+	if tw, ok := store.(timedWindows); ok && t.timedWindows {
+		s.timedWindows = tw
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
@@ -303,12 +303,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // value replaced by its wildcard, so that all its values share one
 // counter). It leaves room for a window's start, which windowKey appends.
 func (s *Service) appendBaseKey(b []byte, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) []byte {
-	n := len(s.storePrefix()) + len(domain) + 1
+	n := len(s.prefix) + len(domain) + 1
 	for _, e := range entries {
 		n += len(e.GetKey()) + len(e.GetValue()) + 2
 	}
 	b = slices.Grow(b, n+24)
-	b = append(b, s.storePrefix()...)
+	b = append(b, s.prefix...)
 	b = append(b, domain...)
 	b = append(b, '_')
 	for i, e := range entries {
@@ -322,16 +322,6 @@ func (s *Service) appendBaseKey(b []byte, domain string, entries []*ratelimitv3.
 		b = append(b, '_')
 	}
 	return b
-}
-
-func (s *Service) storePrefix() string {
-	switch st := s.store.(type) {
-	case *RedisStore:
-		return st.cfg.prefix
-	case *MemoryStore:
-		return st.cfg.prefix
-	}
-	return ""
 }
 
 // windowKey is base + the window's start, as the reference names it; a
@@ -356,8 +346,8 @@ func (s *Service) windowsOnly(ctx context.Context, ops []windowOp) error {
 		return nil
 	case !s.redis:
 		return s.store.windows(ctx, ops, s.cfg.onlyAdmitted)
-	case s.boundedWindows != nil:
-		return s.boundedWindows.windowsWithin(ctx, ops, s.cfg.onlyAdmitted, s.cfg.storeTimeout)
+	case s.timedWindows != nil:
+		return s.timedWindows.windowsWithin(ctx, ops, s.cfg.onlyAdmitted, s.cfg.storeTimeout)
 	}
 	return s.decide(ctx, nil, nil, ops)
 }
@@ -381,7 +371,7 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 			}
 			lim := st.limiters[l]
 			if lim == nil {
-				return fmt.Errorf("%w: no limiter for %s (a bug)", ErrStore, c.m.statsKey)
+				return storeBug("no limiter for %s", c.m.statsKey)
 			}
 			w.idx = append(w.idx, k)
 			w.checks = append(w.checks, throttle.Check{Limiter: lim, Key: additionKey(c.base, l), N: int(min(c.hits, uint64(math.MaxInt32)))})
@@ -410,11 +400,8 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 		}
 		return nil
 	}
-	if s.cfg.storeTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
-		defer cancel()
-	}
+	ctx, cancel := s.cfg.storeBound.Within(ctx)
+	defer cancel()
 	// The jobs run apart from the caller, who returns when the context
 	// ends whether or not the client honours it (go-redis reads past a
 	// deadline unless its ContextTimeoutEnabled is set): an abandoned
@@ -442,7 +429,7 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return classify(ctx, ctx.Err()) // the store timeout is an outage
 	}
 }
 
@@ -486,13 +473,13 @@ func decideAdditions(ctx context.Context, work []addWork) error {
 			ds, err = throttle.AllowAll(ctx, checks...)
 		}
 		if err != nil {
-			if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
-				return err
+			if errors.Is(err, ErrStore) {
+				return classify(ctx, err) // throttle's, named as this package's
 			}
-			if errors.Is(err, throttle.ErrWrongType) {
-				return fmt.Errorf("%w: %w", ErrMisconfigured, err)
-			}
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			// Not the store's failure (a key too long for throttle,
+			// a clock out of range): answered UNAVAILABLE, so that
+			// Envoy's failure mode decides.
+			return &redisscript.Error{Room: room, Class: redisscript.Outage, Err: err}
 		}
 		if ds.Allowed() {
 			off := 0
@@ -514,7 +501,7 @@ func decideAdditions(ctx context.Context, work []addWork) error {
 			}
 		}
 		if len(next) == len(work) {
-			return fmt.Errorf("%w: throttle refused a call without refusing a check (a bug)", ErrStore)
+			return storeBug("throttle refused a call without refusing a check")
 		}
 		work = next
 	}
@@ -555,7 +542,7 @@ func fillAdditions(w addWork, ds throttle.Decisions) {
 		} else {
 			r.over = true
 			r.before = used
-			r.after = sat(used, c.hits)
+			r.after = sat.AddUint(used, c.hits)
 			wait := d.RetryAfter
 			if wait < 0 {
 				wait = c.limits[k].period()

@@ -91,13 +91,11 @@ func TestClassifyTable(t *testing.T) {
 	}
 }
 
-// TestSentinel: an outage wraps the caller's unavailable sentinel, a
-// misconfiguration its misconfigured one, a bug and a cancelled call
-// neither.
+// TestSentinel: an outage is ErrUnavailable, a misconfiguration
+// ErrMisconfigured, a bug and a cancelled call neither.
 func TestSentinel(t *testing.T) {
-	u, m := errors.New("unavailable"), errors.New("misconfigured")
-	for c, want := range map[Class]error{OK: nil, Outage: u, Misconfigured: m, Bug: nil, Cancelled: nil} {
-		if got := Sentinel(c, u, m); got != want {
+	for c, want := range map[Class]error{OK: nil, Outage: ErrUnavailable, Misconfigured: ErrMisconfigured, Bug: nil, Cancelled: nil} {
+		if got := Sentinel(c); got != want {
 			t.Errorf("Sentinel(%v) = %v, want %v", c, got, want)
 		}
 	}

@@ -14,10 +14,16 @@ import (
 )
 
 // ErrUnreachable: the server could not be reached when a Gate dialed it,
-// so the call was not made. It keeps the dial's error as text only (a
-// dialer's context error would otherwise read as the caller's).
-// Class Outage.
+// so the call was not made. The errors that match it read as the dial's
+// error and keep it as text only (a dialer's context error would otherwise
+// read as the caller's). Class Outage.
 var ErrUnreachable = errors.New("redis server unreachable")
+
+// unreachable is a failed dial of the Gate's: its text, and ErrUnreachable.
+type unreachable struct{ dial string }
+
+func (e *unreachable) Error() string        { return e.dial }
+func (e *unreachable) Is(target error) bool { return target == ErrUnreachable }
 
 // Gate keeps a library's calls away from a server that cannot be reached.
 //
@@ -98,7 +104,7 @@ func (g *Gate) Enter(ctx context.Context) error {
 	select {
 	case <-p.done:
 		if p.err != nil {
-			return fmt.Errorf("%w: %v", ErrUnreachable, p.err)
+			return &unreachable{p.err.Error()}
 		}
 		return nil
 	case <-ctx.Done():

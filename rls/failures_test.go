@@ -1,0 +1,136 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/smoothrate/ratelimit/distributed"
+	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/throttle"
+)
+
+// windowAndAddition is a rule with a reference window and a rule with an
+// addition (throttle's store under rls).
+const windowAndAddition = `
+domain: d
+descriptors:
+  - key: w
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: g
+    rate_limit: {unit: minute, requests_per_unit: 100, algorithm: gcra}
+`
+
+// failures gathers, for one Redis condition, the error each package
+// returns: throttle's limiter, rls's windows and additions (through a
+// Service), and distributed's limiter (failing closed).
+func failures(t *testing.T, opts *redis.Options) map[string]error {
+	t.Helper()
+	ctx := context.Background()
+	newClient := func() *redis.Client {
+		o := *opts
+		o.MaxRetries = -1
+		c := redis.NewClient(&o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	got := map[string]error{}
+
+	ts, err := throttle.NewRedisStore(newClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := throttle.New(ts, throttle.GCRA, throttle.PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got["throttle"] = lim.Allow(ctx, "k")
+
+	store, err := NewRedisStore(newClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(parseYAML(t, windowAndAddition), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got["rls window"] = svc.ShouldRateLimit(ctx, request("d", 0, desc("w", "1")))
+	_, got["rls addition"] = svc.ShouldRateLimit(ctx, request("d", 0, desc("g", "1")))
+
+	dl, err := distributed.New(newClient(), "failures", 10, distributed.WithFailurePolicy(distributed.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dl.Close(context.Background()) })
+	_, got["distributed"] = dl.Acquire(ctx, 1)
+	return got
+}
+
+// TestOneSetOfFailureErrors: throttle, rls and distributed share one value
+// for each failure class, so that the same failure matches every
+// package's sentinel whichever package returned it; and the error names
+// the package that returned it once, in front ("rls: redis unavailable:
+// dial tcp ...", not "throttle: redis unavailable: throttle: store
+// failed: ...").
+func TestOneSetOfFailureErrors(t *testing.T) {
+	for _, same := range [][]error{
+		{ErrUnavailable, throttle.ErrUnavailable, distributed.ErrUnavailable},
+		{ErrMisconfigured, throttle.ErrMisconfigured, distributed.ErrMisconfigured},
+		{ErrStore, throttle.ErrStore, distributed.ErrStore},
+	} {
+		for _, e := range same[1:] {
+			if e != same[0] {
+				t.Errorf("%q and %q are different values", same[0], e)
+			}
+		}
+	}
+	if !errors.Is(ErrUnavailable, ErrStore) || !errors.Is(ErrMisconfigured, ErrStore) || errors.Is(ErrUnavailable, ErrMisconfigured) {
+		t.Error("an outage and a misconfiguration must be store failures, and not each other")
+	}
+
+	srv := redistest.Start(t)
+	srv.CLI("CONFIG", "SET", "requirepass", "secret")
+	for _, c := range []struct {
+		condition string
+		opts      redis.Options
+		class     error  // matched
+		other     error  // not matched
+		what      string // the class's words in the text
+		code      codes.Code
+	}{
+		{"nothing listening", redis.Options{Addr: redistest.ClosedAddr(t)}, ErrUnavailable, ErrMisconfigured, "redis unavailable", codes.Unavailable},
+		{"no password", redis.Options{Addr: srv.Addr()}, ErrMisconfigured, ErrUnavailable, "redis misconfigured", codes.Internal},
+	} {
+		for who, err := range failures(t, &c.opts) {
+			for _, sentinel := range []error{c.class, throttle.ErrStore, distributed.ErrStore} {
+				if !errors.Is(err, sentinel) {
+					t.Errorf("%s, %s: %v does not match %q", c.condition, who, err, sentinel)
+				}
+			}
+			if errors.Is(err, c.other) {
+				t.Errorf("%s, %s: %v matches %q", c.condition, who, err, c.other)
+			}
+			room, _, _ := strings.Cut(who, " ")
+			text := err.Error()
+			if st, ok := grpcstatus.FromError(err); ok && room == "rls" {
+				if st.Code() != c.code {
+					t.Errorf("%s, %s: code %v, want %v", c.condition, who, st.Code(), c.code)
+				}
+				text = st.Message()
+			}
+			if !strings.HasPrefix(text, room+": "+c.what+": ") {
+				t.Errorf("%s, %s: %q does not begin with %q", c.condition, who, text, room+": "+c.what+": ")
+			}
+			for _, r := range []string{"throttle", "rls", "distributed", "store failed"} {
+				if n := strings.Count(text, r); n > 1 || n == 1 && r != room {
+					t.Errorf("%s, %s: %q names %q %d times", c.condition, who, text, r, n)
+				}
+			}
+		}
+	}
+}
