@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
@@ -132,5 +133,57 @@ func TestOneSetOfFailureErrors(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRedisKilledUnderLoadFailsFast: Redis killed while calls run, with a
+// client whose retries outlast the store timeout (as go-redis's default
+// backoff outlasts the command's 50 ms): the calls that met the dead server
+// wait out the store timeout, and the gate closes on them; every later
+// call answers UNAVAILABLE at once (an outage: ErrUnavailable and
+// ErrStore, what the outage log counts), for the reference's windows and
+// for the additions alike. Before, each call waited the whole store
+// timeout, and its error, the caller's context's, closed nothing.
+func TestRedisKilledUnderLoadFailsFast(t *testing.T) {
+	const (
+		storeTimeout = time.Second
+		fast         = 200 * time.Millisecond // generous, well under the store timeout
+		workers      = 4
+		slowAllowed  = 2 // per worker: the calls that met the dead server
+	)
+	for _, c := range []struct{ name, key string }{{"windows", "w"}, {"additions", "g"}} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, DialerRetries: 1,
+				MaxRetries: 3, MinRetryBackoff: time.Minute, MaxRetryBackoff: time.Minute})
+			t.Cleanup(func() { client.Close() })
+			store, err := NewRedisStore(client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc, err := New(parseYAML(t, windowAndAddition), store, WithStoreTimeout(storeTimeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := request("d", 0, desc(c.key, "1"))
+			calls := redistest.KillUnderLoad(t, srv, workers, 12, func() error {
+				_, err := svc.ShouldRateLimit(context.Background(), req)
+				return err
+			})
+			for w, cs := range calls {
+				slow := 0
+				for i, call := range cs {
+					if grpcstatus.Code(call.Err) != codes.Unavailable || !errors.Is(call.Err, ErrUnavailable) || !errors.Is(call.Err, ErrStore) {
+						t.Errorf("worker %d, call %d after the kill: %v; want UNAVAILABLE, ErrUnavailable and ErrStore", w, i, call.Err)
+					}
+					if call.Took > fast {
+						slow++
+					}
+				}
+				if slow > slowAllowed {
+					t.Errorf("worker %d: %d of %d calls after the kill took over %v (store timeout %v); want at most %d", w, slow, len(cs), fast, storeTimeout, slowAllowed)
+				}
+			}
+		})
 	}
 }

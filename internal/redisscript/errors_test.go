@@ -140,7 +140,7 @@ func TestCallUnderABound(t *testing.T) {
 			t.Fatalf("first probe: %v", err)
 		}
 		for _, inline := range []bool{true, false} {
-			ctx, cancel := NewBound(20*time.Millisecond).Within(context.Background())
+			ctx, cancel := NewBound(20 * time.Millisecond).Within(context.Background())
 			_, err := Call(ctx, time.Minute, inline, nil, g, func(ctx context.Context) (int, error) {
 				<-ctx.Done()
 				return 0, ctx.Err()
@@ -160,6 +160,26 @@ func TestCallUnderABound(t *testing.T) {
 			t.Errorf("%d probes, want 3", n)
 		}
 	})
+}
+
+// TestGateClosesOnDeadline: a call that ended on its context's deadline
+// closes the gate, whoever's deadline it was (a client that retries a dead
+// server's refused dials until the deadline reports only the deadline);
+// a cancellation leaves it open.
+func TestGateClosesOnDeadline(t *testing.T) {
+	g := &Gate{timeout: time.Second, dial: func(context.Context) error { return nil }}
+	ctx := context.Background()
+	if err := g.Enter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Leave(fmt.Errorf("caller's: %w", context.Canceled))
+	if !g.Open() {
+		t.Fatal("a cancellation closed the gate")
+	}
+	g.Leave(fmt.Errorf("redis: %w", context.DeadlineExceeded))
+	if g.Open() {
+		t.Fatal("a call that ran out its deadline left the gate open")
+	}
 }
 
 // TestClassifyScriptErrors: a server's outage reply inside a script's

@@ -137,14 +137,19 @@ func guardedDial(ctx context.Context, dial func(context.Context) error) (err err
 }
 
 // Leave is called with the error of a call that went through: one that
-// says the server could not be reached or did not answer in time (an
-// outage that is not a reply of the server's) closes the gate, so that the
-// next call probes first.
+// says the server could not be reached or did not answer in time closes
+// the gate, so that the next call probes first, and while the server is
+// down every call fails at once instead of waiting out its bound. That is
+// an outage that is not a reply of the server's, and also a call whose
+// context's deadline passed before an answer, whoever's deadline it was:
+// a client that retries a dead server's refused dials, with pauses,
+// until the deadline ends its wait reports only the deadline. A caller's
+// cancellation says nothing about the server and leaves the gate open.
 func (g *Gate) Leave(err error) {
 	if g == nil || err == nil || !g.up.Load() {
 		return
 	}
-	if Classify(err) == Outage && !IsReply(err) {
+	if Classify(err) == Outage && !IsReply(err) || errors.Is(err, context.DeadlineExceeded) {
 		g.up.Store(false)
 	}
 }
