@@ -28,14 +28,15 @@ descriptors:
 `
 
 // failures gathers, for one Redis condition, the error each package
-// returns: throttle's limiter, rls's windows and additions (through a
-// Service), and distributed's limiter (failing closed).
+// returns: throttle's limiter, rls's windows (counting every hit, and only
+// admitted ones: two scripts' paths) and additions (through a Service),
+// and distributed's limiter (failing closed).
 func failures(t *testing.T, opts *redis.Options) map[string]error {
 	t.Helper()
 	ctx := context.Background()
 	newClient := func() *redis.Client {
 		o := *opts
-		o.MaxRetries = -1
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
 		c := redis.NewClient(&o)
 		t.Cleanup(func() { c.Close() })
 		return c
@@ -56,12 +57,17 @@ func failures(t *testing.T, opts *redis.Options) map[string]error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(parseYAML(t, windowAndAddition), store)
+	svc, err := New(parseYAML(t, windowAndAddition), store, WithStoreTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, got["rls window"] = svc.ShouldRateLimit(ctx, request("d", 0, desc("w", "1")))
 	_, got["rls addition"] = svc.ShouldRateLimit(ctx, request("d", 0, desc("g", "1")))
+	admitted, err := New(parseYAML(t, windowAndAddition), store, WithStoreTimeout(200*time.Millisecond), WithCountOnlyAdmitted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got["rls window, only admitted"] = admitted.ShouldRateLimit(ctx, request("d", 0, desc("w", "1")))
 
 	dl, err := distributed.New(newClient(), "failures", 10, distributed.WithFailurePolicy(distributed.FailClosed))
 	if err != nil {
@@ -74,10 +80,10 @@ func failures(t *testing.T, opts *redis.Options) map[string]error {
 
 // TestOneSetOfFailureErrors: throttle, rls and distributed share one value
 // for each failure class, so that the same failure matches every
-// package's sentinel whichever package returned it; and the error names
-// the package that returned it once, in front ("rls: redis unavailable:
-// dial tcp ...", not "throttle: redis unavailable: throttle: store
-// failed: ...").
+// package's sentinel whichever package returned it, a timeout (a hung
+// server) included; and the error names the package that returned it
+// once, in front ("rls: redis unavailable: dial tcp ...", not "throttle:
+// redis unavailable: throttle: store failed: ...").
 func TestOneSetOfFailureErrors(t *testing.T) {
 	for _, same := range [][]error{
 		{ErrUnavailable, throttle.ErrUnavailable, distributed.ErrUnavailable},
@@ -96,41 +102,59 @@ func TestOneSetOfFailureErrors(t *testing.T) {
 
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
-	for _, c := range []struct {
-		condition string
-		opts      redis.Options
-		class     error  // matched
-		other     error  // not matched
-		what      string // the class's words in the text
-		code      codes.Code
-	}{
-		{"nothing listening", redis.Options{Addr: redistest.ClosedAddr(t)}, ErrUnavailable, ErrMisconfigured, "redis unavailable", codes.Unavailable},
-		{"no password", redis.Options{Addr: srv.Addr()}, ErrMisconfigured, ErrUnavailable, "redis misconfigured", codes.Internal},
-	} {
-		for who, err := range failures(t, &c.opts) {
-			for _, sentinel := range []error{c.class, throttle.ErrStore, distributed.ErrStore} {
-				if !errors.Is(err, sentinel) {
-					t.Errorf("%s, %s: %v does not match %q", c.condition, who, err, sentinel)
-				}
+	checkFailures(t, "nothing listening", redis.Options{Addr: redistest.ClosedAddr(t)}, ErrUnavailable)
+	checkFailures(t, "no password", redis.Options{Addr: srv.Addr()}, ErrMisconfigured)
+	hung := redistest.Start(t)
+	hung.Pause()
+	defer hung.Resume()
+	checkFailures(t, "hung (SIGSTOP)", redis.Options{Addr: hung.Addr()}, ErrUnavailable)
+}
+
+// TestOutOfMemoryIsAnOutage: a Redis out of memory (maxmemory reached,
+// noeviction) refuses every write with OOM: an outage of the store on
+// every path, not a misconfiguration, and for the reference's windows not
+// "a window holds something other than a count" (the script took the
+// server's refusal for one key's).
+func TestOutOfMemoryIsAnOutage(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
+	checkFailures(t, "out of memory", redis.Options{Addr: srv.Addr()}, ErrUnavailable)
+}
+
+// checkFailures holds every package's error for one Redis condition
+// (failures) to class, ErrUnavailable or ErrMisconfigured: it matches
+// class and ErrStore, whichever package's values, and not the other
+// class; rls answers UNAVAILABLE for an outage and INTERNAL for a
+// misconfiguration; and the text names its package once, in front,
+// followed by the class's words.
+func checkFailures(t *testing.T, condition string, opts redis.Options, class error) {
+	t.Helper()
+	other, what, code := ErrMisconfigured, "redis unavailable", codes.Unavailable
+	if class == ErrMisconfigured {
+		other, what, code = ErrUnavailable, "redis misconfigured", codes.Internal
+	}
+	for who, err := range failures(t, &opts) {
+		for _, sentinel := range []error{class, throttle.ErrStore, distributed.ErrStore} {
+			if !errors.Is(err, sentinel) {
+				t.Errorf("%s, %s: %v does not match %q", condition, who, err, sentinel)
 			}
-			if errors.Is(err, c.other) {
-				t.Errorf("%s, %s: %v matches %q", c.condition, who, err, c.other)
+		}
+		if errors.Is(err, other) {
+			t.Errorf("%s, %s: %v matches %q", condition, who, err, other)
+		}
+		room, _, _ := strings.Cut(who, " ")
+		text := err.Error()
+		if st, ok := grpcstatus.FromError(err); ok && room == "rls" {
+			if st.Code() != code {
+				t.Errorf("%s, %s: code %v, want %v", condition, who, st.Code(), code)
 			}
-			room, _, _ := strings.Cut(who, " ")
-			text := err.Error()
-			if st, ok := grpcstatus.FromError(err); ok && room == "rls" {
-				if st.Code() != c.code {
-					t.Errorf("%s, %s: code %v, want %v", c.condition, who, st.Code(), c.code)
-				}
-				text = st.Message()
-			}
-			if !strings.HasPrefix(text, room+": "+c.what+": ") {
-				t.Errorf("%s, %s: %q does not begin with %q", c.condition, who, text, room+": "+c.what+": ")
-			}
-			for _, r := range []string{"throttle", "rls", "distributed", "store failed"} {
-				if n := strings.Count(text, r); n > 1 || n == 1 && r != room {
-					t.Errorf("%s, %s: %q names %q %d times", c.condition, who, text, r, n)
-				}
+			text = st.Message()
+		}
+		if !strings.HasPrefix(text, room+": "+what+": ") {
+			t.Errorf("%s, %s: %q does not begin with %q", condition, who, text, room+": "+what+": ")
+		}
+		for _, r := range []string{"throttle", "rls", "distributed", "store failed"} {
+			if n := strings.Count(text, r); n > 1 || n == 1 && r != room {
+				t.Errorf("%s, %s: %q names %q %d times", condition, who, text, r, n)
 			}
 		}
 	}
