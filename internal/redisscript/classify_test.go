@@ -187,6 +187,15 @@ func TestClassifyRedisServer(t *testing.T) {
 		defer srv.CLI("DEL", "k")
 		check(t, "probe", runProbe(ok, probe, long), Misconfigured)
 	})
+	t.Run("out of memory", func(t *testing.T) {
+		// maxmemory reached with noeviction: the server refuses every
+		// write (OOM), an outage of the store, whether the script
+		// raises it (redis.call) or answers it (pcall).
+		oom := redistest.Start(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
+		c := newClient(t, &redis.Options{Addr: oom.Addr()})
+		check(t, "redis.call", runProbe(c, probe, long), Outage)
+		check(t, "pcall", runProbe(c, New("local r = redis.pcall('SET', KEYS[1], 'x'); return r"), long), Outage)
+	})
 	t.Run("script that does not compile", func(t *testing.T) {
 		check(t, "probe", runProbe(ok, New("return +"), long), Misconfigured)
 	})
