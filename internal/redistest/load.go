@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A Call is one call of a load: how long it took and its error.
@@ -61,4 +63,30 @@ func KillUnderLoad(t testing.TB, s *Server, workers, after int, call func() erro
 	close(killed)
 	done.Wait()
 	return got
+}
+
+// SlowRetries makes a client retry a failed command three times, a minute
+// apart: retries that outlast any bound a test sets, as go-redis's default
+// backoff (8 to 512 ms) outlasts a 50 ms store timeout. A call to a dead
+// server then ends only by its bound, with a bare context error.
+func SlowRetries(o *redis.Options) {
+	o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff = 3, time.Minute, time.Minute
+}
+
+// CheckFast fails t for each worker of calls (KillUnderLoad's) that made
+// more than allowed calls slower than fast: a store that fails fast keeps
+// the slow ones to those that met the dead server.
+func CheckFast(t testing.TB, calls [][]Call, fast time.Duration, allowed int) {
+	t.Helper()
+	for w, cs := range calls {
+		slow := 0
+		for _, c := range cs {
+			if c.Took > fast {
+				slow++
+			}
+		}
+		if slow > allowed {
+			t.Errorf("worker %d: %d of %d calls after the kill took over %v; want at most %d", w, slow, len(cs), fast, allowed)
+		}
+	}
 }
