@@ -11,14 +11,15 @@ var base = time.Now()
 // counterClock scales a counter into the monotonic clock's time since
 // base: its anchor (nil until the first reading, and after the counter
 // was given up) and whether it was given up. The process has one (proc),
-// over the processor's counter; a test makes others over a counter of its
-// own (read and mono).
+// over the processor's counter, read by Now and NowOrdered; a test makes
+// others over a counter of its own (read and mono), and reads them as Now
+// does.
 type counterClock struct {
 	anchor atomic.Pointer[Anchor]
 	off    atomic.Bool
 	// read and mono, set only in tests, replace the processor's counter
-	// (both its readings) and the monotonic clock (ns since base); the
-	// counter is then usable and time never fake.
+	// and the monotonic clock (ns since base) where slow anchors the
+	// counter; the counter is then usable and time never fake.
 	read func() uint64
 	mono func() int64
 }
@@ -35,29 +36,26 @@ func Since(t time.Time) int64 { return int64(t.Sub(base)) }
 // references that precede the call: use it where an earlier time can only
 // make the caller more conservative, and NowOrdered where it must not be
 // earlier than what the caller loaded before it.
-func Now() int64 { return proc.now(false) }
-
-// NowOrdered is Now, read after every instruction before it has completed.
-func NowOrdered() int64 { return proc.now(true) }
-
-func (c *counterClock) now(ordered bool) int64 {
-	if a := c.anchor.Load(); a != nil && a.NsPerTick > 0 {
-		if d, ok := a.elapsed(c.tick(ordered)); ok {
+//
+// The counter is read only once an anchor says it is in use, and directly
+// (not through proc's read, a test's): the hot path is this function.
+func Now() int64 {
+	if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
+		if d, ok := a.elapsed(Read()); ok {
 			return a.Mono + d
 		}
 	}
-	return c.slow()
+	return proc.slow()
 }
 
-// tick reads the counter; only once an anchor says it is in use.
-func (c *counterClock) tick(ordered bool) uint64 {
-	switch {
-	case c.read != nil:
-		return c.read()
-	case ordered:
-		return ReadOrdered()
+// NowOrdered is Now, read after every instruction before it has completed.
+func NowOrdered() int64 {
+	if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
+		if d, ok := a.elapsed(ReadOrdered()); ok {
+			return a.Mono + d
+		}
 	}
-	return Read()
+	return proc.slow()
 }
 
 // elapsed converts counter reading c into ns since the anchor; ok is false
