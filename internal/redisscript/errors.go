@@ -140,9 +140,11 @@ func TimeoutAfter(d time.Duration) error { return timeoutError(d) }
 // Ended is the error of a call that failed with err under ctx: when err
 // says only that a context ended (class Cancelled) and ctx has, what ended
 // ctx (CtxErr: a library's bound is an outage, the store's not answering
-// in time; the caller's own end is not); else err, whose failure stands.
+// in time; the caller's own end is not); else err, whose failure stands,
+// as does an Error, classified already.
 func Ended(ctx context.Context, err error) error {
-	if err == nil || Classify(err) != Cancelled {
+	var classified *Error
+	if err == nil || Classify(err) != Cancelled || errors.As(err, &classified) {
 		return err
 	}
 	if cerr := CtxErr(ctx); cerr != nil {

@@ -121,6 +121,12 @@ func TestBoundIsAnOutage(t *testing.T) {
 		if e := Ended(inner, fmt.Errorf("redis: %w", context.DeadlineExceeded)); Classify(e) != Cancelled {
 			t.Errorf("Ended(caller's deadline) = %v, class %v", e, Classify(e))
 		}
+		// Another room's error, classified already, is not wrapped again
+		// (which would name its room a second time).
+		th := &Error{Room: "throttle", Class: Cancelled, Err: context.DeadlineExceeded}
+		if e := Ended(inner, th); e != th {
+			t.Errorf("Ended(an Error) = %v, want it as it is", e)
+		}
 
 		zero, cancelZero := Bound{}.Within(context.Background())
 		defer cancelZero()
