@@ -27,17 +27,17 @@ type health struct {
 }
 
 // unavailable is the error of a call refused while Redis is away: the last
-// call's error (an outage, matching ErrUnavailable), with why, if not "",
-// after it.
+// call's error (an outage, matching ErrUnavailable), with why after it.
 func unavailable(last error, why string) error {
 	var e *redisscript.Error
 	if !errors.As(last, &e) || e.Class != redisscript.Outage {
 		e = &redisscript.Error{Room: room, Class: redisscript.Outage, Err: last}
 	}
-	if why == "" {
-		return e
+	cause := errors.New(why)
+	if e.Err != nil {
+		cause = fmt.Errorf("%w (%s)", e.Err, why)
 	}
-	return &redisscript.Error{Room: e.Room, Class: e.Class, Kind: e.Kind, Err: fmt.Errorf("%w (%s)", e.Err, why)}
+	return &redisscript.Error{Room: e.Room, Class: e.Class, Kind: e.Kind, Err: cause}
 }
 
 // fallbackAcquire serves Acquire while Redis is away. Called with l.mu held;
@@ -50,7 +50,7 @@ func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Durati
 	if l.cfg.policy == FailClosed {
 		err := l.lastErr
 		l.mu.Unlock()
-		return 0, unavailable(err, "")
+		return 0, unavailable(err, "the limiter fails closed")
 	}
 	fb := l.fallbackLocked()
 	if fb == nil {
