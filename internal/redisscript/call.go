@@ -27,7 +27,7 @@ import (
 // client's error as text only: wrapped, a client's context error would
 // match context.DeadlineExceeded, which means "the caller's time ran out".
 // If parent ended first, its error is returned (class Cancelled), or its
-// cause when parent's end was a library's bound (WithTimeout: class
+// cause when parent's end was a library's bound (a Bound: class
 // Outage). A panic in f is returned as an error wrapping ErrClientPanic.
 //
 // With a gate (NewGate; nil for none), f runs only once the gate finds
