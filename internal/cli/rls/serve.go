@@ -10,11 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -343,36 +341,12 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		stopWatch := w.start(c.reloadInterval)
 		defer stopWatch()
 	} else {
-		first := make(chan struct{})
-		var once sync.Once
-		applied := func(cfg *rls.Config) {
-			once.Do(func() { close(first) })
-			if c.healthWithConfig {
-				hl.Set(healthConfig, len(cfg.Domains()) > 0)
-			} else {
-				hl.Set(healthConfig, true)
-			}
-		}
-		source = fmt.Sprintf("configuration from xDS server %s (node %s)", c.xds.url, c.xds.nodeID)
-		if c.xds.forceStart {
-			source += ", answering errors until the first arrives"
-		} else {
-			source += ", gRPC served once the first arrives"
-			hl.Set(healthConfig, false)
-			grpcServer = newGatedGRPC(gs, first)
-		}
-		if c.healthWithConfig {
-			hl.Set(healthConfig, false)
-		}
-		_, stopXDS, err := c.startXDS(background, svc, errLog, applied)
-		if err != nil {
+		var stopXDS func()
+		if grpcServer, source, stopXDS, err = c.serveXDS(background, svc, gs, hl, errLog); err != nil {
 			listeners.Close()
 			return fail(command.ExitUsage, err)
 		}
 		defer stopXDS()
-		// SIGHUP reloads the files; from xDS there is nothing to
-		// reload, and it must not stop the command.
-		signal.Ignore(syscall.SIGHUP)
 	}
 
 	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}

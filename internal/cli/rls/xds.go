@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -235,6 +237,38 @@ func (c *rlsConfig) startXDS(ctx context.Context, svc *rls.Service, l *log.Logge
 		client.Close()
 		wg.Wait()
 	}, nil
+}
+
+// serveXDS takes svc's configuration from the xDS server until ctx ends
+// (stop ends it sooner): the health waits for the first configuration,
+// and so does gs, returned gated, unless --force-start; with
+// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED the health follows whether the
+// configuration has a domain. SIGHUP, which reloads the files, is
+// ignored: from xDS there is nothing to reload, and it must not stop the
+// command. source describes it all for the banner.
+func (c *rlsConfig) serveXDS(ctx context.Context, svc *rls.Service, gs *grpc.Server, hl *serve.Health, l *log.Logger) (grpcServer serve.GRPCServer, source string, stop func(), err error) {
+	first := make(chan struct{})
+	var once sync.Once
+	applied := func(cfg *rls.Config) {
+		once.Do(func() { close(first) })
+		hl.Set(healthConfig, !c.healthWithConfig || len(cfg.Domains()) > 0)
+	}
+	grpcServer = gs
+	source = fmt.Sprintf("configuration from xDS server %s (node %s)", c.xds.url, c.xds.nodeID)
+	if c.xds.forceStart {
+		source += ", answering errors until the first arrives"
+	} else {
+		source += ", gRPC served once the first arrives"
+		grpcServer = newGatedGRPC(gs, first)
+	}
+	if !c.xds.forceStart || c.healthWithConfig {
+		hl.Set(healthConfig, false)
+	}
+	if _, stop, err = c.startXDS(ctx, svc, l, applied); err != nil {
+		return nil, "", nil, err
+	}
+	signal.Ignore(syscall.SIGHUP)
+	return grpcServer, source, stop, nil
 }
 
 // gatedGRPC is the gRPC server of xDS mode without --force-start: it
