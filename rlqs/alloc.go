@@ -37,6 +37,18 @@ const (
 	// allocBand is the relative distance from its target within which a
 	// claimant keeps its rate.
 	allocBand = 0.02
+	// allocSlack is the band above a target that is the claimant's own
+	// demand (it wants less than the level): a demand measured over one
+	// reporting interval is a count, as noisy as a count (10 requests a
+	// second read as 9 or 11), and a claimant that wants little is not
+	// lowered for that noise alone. It still gives the difference back
+	// when another claimant is short.
+	allocSlack = 0.25
+	// allocShort is how far below its target a claimant must be for the
+	// claimants kept above theirs to give the difference back: further
+	// than the band, so that a level that moves within the band does not
+	// make everyone's token bucket change.
+	allocShort = 0.05
 	// allocMargin is the part of the budget left out of the targets.
 	allocMargin = 0.01
 )
@@ -120,10 +132,10 @@ func allocate(now time.Time, budget float64, cs []*claimant) {
 		i++
 		c.next = c.rate
 		switch {
-		case c.rate > x*(1+allocBand) || (free < 0 && c.rate > x):
+		case c.rate > x*(1+band(c, x)) || (free < 0 && c.rate > x):
 			c.next = x // lowered now, freed once settled
 		case c.rate == 0 && x > 0 || c.rate < x*(1-allocBand):
-			short = true
+			short = short || c.rate < x*(1-allocShort)
 			if free > 0 {
 				c.next = x // the target: raiseWithin pays for what it can
 				raise = append(raise, c)
@@ -138,7 +150,7 @@ func allocate(now time.Time, budget float64, cs []*claimant) {
 		raiseWithin(now, free, raise)
 		short = false
 		for _, c := range raise {
-			short = short || c.next < c.target*(1-allocBand)
+			short = short || c.next < c.target*(1-allocShort)
 		}
 	}
 	if short {
@@ -149,6 +161,14 @@ func allocate(now time.Time, budget float64, cs []*claimant) {
 			c.next = c.target
 		}
 	}
+}
+
+// band is how far above its target x claimant c may stay.
+func band(c *claimant, x float64) float64 {
+	if x >= c.demand {
+		return allocSlack
+	}
+	return allocBand
 }
 
 // raiseWithin gives each claimant of cs (whose next holds its target)

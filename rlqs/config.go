@@ -44,6 +44,9 @@ type Config struct {
 	domain  string
 	blanket Blanket
 	rules   []*rule
+	// unmatched is the rule of bucket ids no entry matches: the blanket
+	// rule, with the file's durations.
+	unmatched *rule
 	// byKeys indexes the rules by their key set (keySig), most specific
 	// first: a bucket id is compared only with the rules of its keys.
 	byKeys map[string][]*rule
@@ -220,6 +223,8 @@ func (p parser) config(root yaml.MapSlice) (*Config, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
+	c.unmatched = &rule{index: -1, blanket: c.blanket, reportingInterval: d.reportingInterval, ttl: d.ttl,
+		burst: d.burst, abandonAfter: d.abandonAfter}
 	ids := map[string]int{}
 	for i, b := range buckets {
 		m, ok := b.(yaml.MapSlice)

@@ -18,6 +18,14 @@ func (c *Config) match(id map[string]string) *rule {
 	return nil
 }
 
+// ruleFor returns the entry id falls under, or the rule of unmatched ids.
+func (c *Config) ruleFor(id map[string]string) *rule {
+	if r := c.match(id); r != nil {
+		return r
+	}
+	return c.unmatched
+}
+
 // matches reports whether id, which has r's keys, has r's values (or any,
 // where r's is "*").
 func (r *rule) matches(id map[string]string) bool {
