@@ -304,9 +304,6 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 	}
 
 	allocate(now, b.budget, cs)
-	if debugAlloc != nil {
-		debugAlloc(now, cs)
-	}
 	short, holds := false, false
 	for _, c := range b.subs {
 		if c.next != c.rate || (c.given.kind != tokenBucketAssignment && c.next > 0) {
@@ -398,5 +395,3 @@ func (s *Server) claim(c *claim) (grant, error) {
 	}
 	return g, err
 }
-
-var debugAlloc func(time.Time, []*claimant)
