@@ -42,13 +42,14 @@ func (h *harness) start(cfg *Config, store Store, opts ...Option) {
 	h.grpc = h.net.Serve(srv)
 }
 
-// stop shuts the Server down gracefully and stops its gRPC server.
+// stop shuts the Server down gracefully and stops its gRPC server as a
+// program does: GracefulStop, which writes out what the streams sent.
 func (h *harness) stop() {
 	h.t.Helper()
 	if err := h.srv.Shutdown(context.Background()); err != nil {
 		h.t.Error(err)
 	}
-	h.grpc.Stop()
+	h.grpc.GracefulStop()
 }
 
 // envoy makes an Envoy of the domain "edge" with a 1 s reporting interval
