@@ -37,6 +37,9 @@ type bucket struct {
 	budget float64
 	// claimed: a claim succeeded once (the store knows the bucket).
 	claimed bool
+	// shared: the last grant counted other servers; contested: one of
+	// them was short of its target.
+	shared, contested bool
 }
 
 // assignKind is what a client of a bucket was last sent.
@@ -269,7 +272,11 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 	for _, c := range b.gone {
 		cs = append(cs, &c.claimant)
 	}
-	if s.store != nil && (b.dirty || now.Sub(b.lastClaim) >= claimRefresh || len(b.subs) == 0) {
+	refresh := claimRefresh
+	if b.shared {
+		refresh = sharedClaimRefresh
+	}
+	if s.store != nil && (b.dirty || b.contested || now.Sub(b.lastClaim) >= refresh || b.settling(now)) {
 		cl := &claim{key: b.storeKey, rate: r.rate(), hold: settle + r.ttl + time.Second, known: b.claimed}
 		for _, c := range cs {
 			cl.floor += c.committed(now)
@@ -289,7 +296,10 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 		b.mu.Lock()
 		switch {
 		case err == nil:
-			b.budget, b.claimed, b.lastClaim = g.budget, true, now
+			// The budget covers what the clients run now; the shares
+			// aim at the target, lowering first if it is below.
+			b.budget, b.claimed, b.lastClaim = min(g.budget, g.target), true, now
+			b.shared, b.contested = g.servers > 1, g.contested
 		case !b.claimed && errors.Is(err, ErrUnavailable):
 			// Never claimed, and Redis is away: an equal part of the
 			// limit among the servers last seen on any bucket.
@@ -326,14 +336,36 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 	}
 	b.dirty = false
 	empty = len(b.subs) == 0 && len(b.gone) == 0
+	// Again at the next interval while a client is short and what it
+	// waits for may come (a hold settles, another server lowers its
+	// claim), and, with a store, while a hold settles (to give it back
+	// to the other servers at once) or another server is short.
+	again = short && (holds || s.store != nil) || s.store != nil && (holds || b.contested)
 	b.mu.Unlock()
-	return empty, short && (holds || s.store != nil)
+	return empty, again
+}
+
+// settling reports whether a rate lowered on one of the bucket's clients
+// (or a client gone) is still committed at now; b.mu held.
+func (b *bucket) settling(now time.Time) bool {
+	for _, c := range b.subs {
+		if now.Before(c.heldUntil) {
+			return true
+		}
+	}
+	return len(b.gone) > 0
 }
 
 // claimRefresh is how often a bucket's claim is renewed in the store while
 // nothing changes: well within its hold (settle + TTL + 1 s, at least
-// 3 s), so that a live server's claim never lapses.
-const claimRefresh = time.Second
+// 3 s), so that a live server's claim never lapses. A bucket that other
+// servers serve too is claimed every sharedClaimRefresh, so that a change
+// in their demand reaches this server's clients within a few hundred
+// milliseconds.
+const (
+	claimRefresh       = time.Second
+	sharedClaimRefresh = 250 * time.Millisecond
+)
 
 // deleteExpired keeps the departed clients whose assignments may still be
 // in force at now.

@@ -7,7 +7,8 @@
 --          and until when it grants no raise (µs, two packed doubles).
 --          One field per server, 's:' .. server id: its claim C (requests
 --          per second), until when C counts U (µs), when it last claimed
---          (µs), then its clients' demands as (k, count) pairs, a demand
+--          (µs), its target T (what its clients' fair shares sum to),
+--          then its clients' demands as (k, count) pairs, a demand
 --          counting as 2^(k/16): all packed doubles.
 -- ARGV[1]  packed doubles: now (µs; 0 reads TIME: anything else is for
 --          tests), the limit (rate), the caller's floor, hold (µs), live
@@ -15,8 +16,12 @@
 --          known (1: the caller claimed on this bucket before), op (0
 --          claim, 1 release, 2 check), then the caller's (k, count) pairs.
 -- ARGV[2]  the caller's field, 's:' .. server id.
--- Reply:   packed doubles: the budget granted, the servers with a live
---          claim (the caller included), the clients counted.
+-- Reply:   packed doubles: the budget granted, the caller's target (the
+--          max-min fair shares of its clients among all the bucket's),
+--          the servers with a live claim (the caller included), the
+--          clients counted, and 1 when another server's claim is short of
+--          its target (it waits for others to lower theirs: claim again
+--          soon), else 0.
 --
 -- The invariant: the claims that count (U in the future) sum to at most
 -- the limit, except that a claim never falls below its floor, what the
@@ -36,11 +41,11 @@ if all.err then
   return error({err = 'ERR ratelimit: key ' .. KEYS[1] .. ' holds a ' .. t .. ', not an rlqs bucket hash'})
 end
 if op == 2 then
-  return packd('<ddd', 0, 0, 0)
+  return packd('<ddddd', 0, 0, 0, 0, 0)
 end
 local INF = 1 / 0
 local me = ARGV[2]
-local others, servers, maxU, restrict = 0, 0, now, nil
+local others, servers, maxU, restrict, contested = 0, 0, now, nil, 0
 local hist, dead = {}, {}
 local function addPairs(v, i)
   while i + 15 <= #v do
@@ -58,16 +63,19 @@ for i = 1, #all, 2 do
       restrict = r
     end
   elseif f ~= me then
-    if #v < 24 then
+    if #v < 32 then
       dead[#dead + 1] = f
     else
-      local c, u, seen = unpackd('<ddd', v)
+      local c, u, seen, target = unpackd('<dddd', v)
       if u <= now then
         dead[#dead + 1] = f
       else
         others, servers = others + c, servers + 1
         if u > maxU then maxU = u end
-        if seen + live >= now then addPairs(v, 25) end
+        if seen + live >= now then
+          addPairs(v, 33)
+          if c < target * 0.95 then contested = 1 end
+        end
       end
     end
   end
@@ -84,10 +92,10 @@ if op == 1 then
   if hold <= 0 then
     redis.call('HDEL', KEYS[1], me)
   else
-    redis.call('HSET', KEYS[1], me, packd('<ddd', floor, now + hold, 0))
+    redis.call('HSET', KEYS[1], me, packd('<dddd', floor, now + hold, 0, 0))
     expire(now + hold)
   end
-  return packd('<ddd', floor, servers + 1, 0)
+  return packd('<ddddd', floor, 0, servers + 1, 0, contested)
 end
 
 if restrict == nil then
@@ -118,6 +126,6 @@ local budget = rate - others
 if target < budget then budget = target end
 if restrict > now then budget = 0 end
 if not (budget > floor) then budget = floor end
-redis.call('HSET', KEYS[1], me, packd('<ddd', budget, now + hold, now) .. string.sub(ARGV[1], 57))
+redis.call('HSET', KEYS[1], me, packd('<dddd', budget, now + hold, now, target) .. string.sub(ARGV[1], 57))
 expire(now + hold)
-return packd('<ddd', budget, servers + 1, n)
+return packd('<ddddd', budget, target, servers + 1, n, contested)

@@ -77,7 +77,8 @@ func (r *RedisStore) Check(ctx context.Context) error {
 }
 
 // liveDemand is how long a server's demands count after its last claim:
-// a live server claims every busy bucket at least once per claimRefresh.
+// a live server claims every bucket it serves at least once per
+// claimRefresh.
 const liveDemand = 3 * claimRefresh
 
 func (r *RedisStore) claim(timeout time.Duration, c *claim) (grant, error) {
@@ -93,7 +94,9 @@ func (r *RedisStore) claim(timeout time.Duration, c *claim) (grant, error) {
 	if err != nil {
 		return grant{}, err
 	}
-	return grant{budget: redisscript.Double(v, 0), servers: int(redisscript.Double(v, 1)), clients: int(redisscript.Double(v, 2))}, nil
+	return grant{budget: redisscript.Double(v, 0), target: redisscript.Double(v, 1),
+		servers: int(redisscript.Double(v, 2)), clients: int(redisscript.Double(v, 3)),
+		contested: redisscript.Double(v, 4) != 0}, nil
 }
 
 // run runs the script, bounded by timeout, and sorts its errors.
@@ -108,7 +111,7 @@ func (r *RedisStore) run(ctx context.Context, timeout time.Duration, key, field 
 		return "", fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	s, ok := v.(string)
-	if !ok || len(s) != 24 {
+	if !ok || len(s) != 40 {
 		return "", fmt.Errorf("%w: %w: the claim script answered %q", ErrStore, ErrMisconfigured, v)
 	}
 	return s, nil

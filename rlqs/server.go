@@ -308,8 +308,7 @@ func (s *Server) wakeLoop() {
 }
 
 // loop runs the buckets' ticks: the dirty ones at every allocation
-// interval (or at once after a subscription), every bucket once per
-// claimRefresh.
+// interval, every bucket once per sharedClaimRefresh.
 func (s *Server) loop() {
 	defer close(s.loopDone)
 	t := time.NewTicker(s.opts.interval)
@@ -325,7 +324,7 @@ func (s *Server) loop() {
 		now := s.now()
 		s.mu.Lock()
 		var due []*bucket
-		if now.Sub(lastSweep) >= claimRefresh {
+		if now.Sub(lastSweep) >= sharedClaimRefresh {
 			lastSweep = now
 			for _, b := range s.buckets {
 				due = append(due, b)

@@ -47,10 +47,16 @@ type claim struct {
 type grant struct {
 	// budget is the rate this server may commit to the bucket's clients:
 	// at least the claim's floor, at most what the other servers' claims
-	// leave of the limit, and aimed at the max-min fair shares of its
-	// clients among all the bucket's clients.
+	// leave of the limit, and aimed at target.
 	budget float64
+	// target is the sum of the max-min fair shares of this server's
+	// clients among all the bucket's clients: what it should give them
+	// (lowering them first if they run above it).
+	target float64
 	// servers and clients count the claims and the clients the store
 	// knows of for the bucket, this server's included.
 	servers, clients int
+	// contested: another server is short of its target, waiting for the
+	// others to lower their claims: claim again soon.
+	contested bool
 }
