@@ -267,3 +267,28 @@ func TestMiniredis(t *testing.T) {
 		t.Fatalf("a %+v, b %+v", a, b)
 	}
 }
+
+// TestCluster: on a 3-primary Redis Cluster, through redis.ClusterClient,
+// each bucket is one key (one slot) on whichever node owns it, and two
+// servers share each bucket's limit as on a single Redis.
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	now := int64(1e15)
+	s := scripted(t, c, &now)
+	if err := s.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inf := math.Inf(1)
+	for _, key := range []string{"ratelimit:rlqs:{a}", "ratelimit:rlqs:{b}", "ratelimit:rlqs:{c}"} {
+		a := mustClaim(t, s, claim{server: "one", key: key, rate: 10, hold: time.Second, demands: []float64{inf}})
+		b := mustClaim(t, s, claim{server: "two", key: key, rate: 10, hold: time.Second, demands: []float64{inf}})
+		if a.budget != 10 || b.budget != 0 || b.servers != 2 || b.target != 5 {
+			t.Fatalf("%s: one %+v, two %+v", key, a, b)
+		}
+		if n := cl.NodeForKey(t, key).CLI("EXISTS", key); n != "1" {
+			t.Fatalf("%s is not on the node that owns its slot", key)
+		}
+	}
+}
