@@ -56,51 +56,84 @@ const (
 // claimant is one client's share of one bucket, as the allocator sees it.
 type claimant struct {
 	// demand is the rate the client asked for (allowed + denied over
-	// its last report's time), requests per second; +Inf until it is
+	// its last reports' time), requests per second; +Inf until it is
 	// measured.
 	demand float64
 	// gone: the client's stream has ended; it gets no rate, and only
-	// its held rate counts, until heldUntil.
+	// its holds count, until they end.
 	gone bool
 	// rate is the rate of the assignment sent last (0: none, or a
 	// blanket rule).
 	rate float64
-	// held is a higher rate the client may still be running at, until
-	// heldUntil: an assignment it may not have received the replacement
-	// of yet, or (gone) the last one until it expires.
-	held      float64
-	heldUntil time.Time
+	// holds are higher rates the client may still be running: an
+	// assignment whose replacement it may not have received yet (until
+	// the settle time has passed), or, gone, its last one until it
+	// expires. Each decrease adds one; a hold that a later, higher or
+	// equal, one outlasts is dropped, so the list is short: rates
+	// falling, ends rising.
+	holds []hold
 
 	next   float64 // allocate's result: the rate to assign
 	target float64 // and the max-min fair share it was aimed at
 }
 
+// hold is a rate that counts until a time.
+type hold struct {
+	rate  float64
+	until time.Time
+}
+
 // committed is the highest rate the client may be admitting at now.
 func (c *claimant) committed(now time.Time) float64 {
-	if now.Before(c.heldUntil) {
-		return max(c.rate, c.held)
+	r := c.rate
+	for _, h := range c.holds {
+		if now.Before(h.until) {
+			r = max(r, h.rate)
+		}
 	}
-	return c.rate
+	return r
+}
+
+// heldUntil is when the client's last hold ends (zero: none).
+func (c *claimant) heldUntil() time.Time {
+	var t time.Time
+	for _, h := range c.holds {
+		if h.until.After(t) {
+			t = h.until
+		}
+	}
+	return t
+}
+
+// addHold records that rate may be in force until until, and forgets the
+// holds that have ended at now or that the new one covers.
+func (c *claimant) addHold(now time.Time, rate float64, until time.Time) {
+	out := c.holds[:0]
+	for _, h := range c.holds {
+		if now.Before(h.until) && !(h.rate <= rate && !h.until.After(until)) {
+			out = append(out, h)
+		}
+	}
+	c.holds = out
+	if rate > 0 && now.Before(until) {
+		c.holds = append(c.holds, hold{rate, until})
+	}
 }
 
 // assign records that rate was sent at now: a lower rate than before
 // keeps the old one committed until the settle time has passed.
 func (c *claimant) assign(now time.Time, settle time.Duration, rate float64) {
 	if rate < c.rate {
-		c.held = c.committed(now)
-		c.heldUntil = now.Add(settle)
+		c.addHold(now, c.rate, now.Add(settle))
 	}
 	c.rate = rate
 }
 
-// leave records that the client's stream ended at now: its commitment
-// stays until its assignment would have expired (expires).
+// leave records that the client's stream ended at now: its rate stays
+// committed until its assignment would have expired (expires), and so do
+// its holds until theirs.
 func (c *claimant) leave(now, expires time.Time) {
-	c.held = c.committed(now)
-	c.heldUntil = expires
-	if !now.Before(c.heldUntil) {
-		c.held = 0
-	}
+	c.addHold(now, c.rate, expires)
 	c.gone, c.rate, c.demand = true, 0, 0
 }
 

@@ -40,6 +40,9 @@ type bucket struct {
 	// shared: the last grant counted other servers; contested: one of
 	// them was short of its target.
 	shared, contested bool
+	// level is the water level of the last allocation (+Inf when the
+	// clients wanted less than the budget together).
+	level float64
 }
 
 // assignKind is what a client of a bucket was last sent.
@@ -180,7 +183,12 @@ func (b *bucket) report(st *stream, allowed, denied uint64, elapsed time.Duratio
 			// before, to halve the noise of counting: ten requests a
 			// second read as 9 or 11 in one second.
 			d := max(float64(s.count+s.prevCount)/(el+s.prevTime).Seconds(), r.demandFloor())
-			if math.IsInf(s.demand, 1) || math.Abs(d-s.demand) > allocBand*s.demand {
+			// A change moves the targets only below the level (above it,
+			// the client gets the level whatever it wants), and is
+			// worth an allocation only beyond the band of its share:
+			// counts are noisy, and a bucket of a thousand clients
+			// gets twenty reports an allocation interval.
+			if math.IsInf(s.demand, 1) || math.Abs(min(d, b.level)-min(s.demand, b.level)) > allocBand*s.target {
 				b.dirty = true
 			}
 			s.demand, s.prevCount, s.prevTime, s.count, s.since = d, s.count, el, 0, now
@@ -207,7 +215,7 @@ func (b *bucket) leave(st *stream, now time.Time, settle time.Duration) {
 	}
 	delete(b.subs, st)
 	s.leave(now, s.expires(settle, b.rule.ttl))
-	if s.held > 0 {
+	if len(s.holds) > 0 {
 		b.gone = append(b.gone, s)
 	}
 	b.dirty = true
@@ -239,7 +247,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 			// reports it again, as new, on its next request).
 			delete(b.subs, st)
 			c.leave(now, now.Add(settle))
-			if c.held > 0 {
+			if len(c.holds) > 0 {
 				b.gone = append(b.gone, c)
 			}
 			st.enqueue(b.key, b.abandonAction())
@@ -288,7 +296,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 		if cl.release {
 			cl.hold = 0
 			for _, c := range b.gone {
-				cl.hold = max(cl.hold, c.heldUntil.Sub(now))
+				cl.hold = max(cl.hold, c.heldUntil().Sub(now))
 			}
 		}
 		b.mu.Unlock()
@@ -314,6 +322,12 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 	}
 
 	allocate(now, b.budget, cs)
+	b.level = math.Inf(1)
+	for _, c := range cs {
+		if !c.gone && c.target < c.demand {
+			b.level = c.target // capped: the level
+		}
+	}
 	short, holds := false, false
 	for _, c := range b.subs {
 		if c.next != c.rate || (c.given.kind != tokenBucketAssignment && c.next > 0) {
@@ -332,7 +346,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 		short = short || c.rate < c.target*(1-allocBand)
 	}
 	for _, c := range cs {
-		holds = holds || now.Before(c.heldUntil)
+		holds = holds || now.Before(c.heldUntil())
 	}
 	b.dirty = false
 	empty = len(b.subs) == 0 && len(b.gone) == 0
@@ -349,7 +363,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 // (or a client gone) is still committed at now; b.mu held.
 func (b *bucket) settling(now time.Time) bool {
 	for _, c := range b.subs {
-		if now.Before(c.heldUntil) {
+		if now.Before(c.heldUntil()) {
 			return true
 		}
 	}
@@ -372,7 +386,7 @@ const (
 func deleteExpired(gone []*sub, now time.Time) []*sub {
 	out := gone[:0]
 	for _, c := range gone {
-		if now.Before(c.heldUntil) {
+		if now.Before(c.heldUntil()) {
 			out = append(out, c)
 		}
 	}
@@ -396,17 +410,19 @@ func (b *bucket) expireAll(s *Server, now time.Time) *claim {
 			st.enqueue(b.key, b.action(c.given, 0))
 			s.stats.expirations.Add(1)
 		}
+		floor += c.committed(now)
 		c.leave(now, now.Add(settle))
-		floor += c.held
 	}
+	hold := settle
 	for _, c := range b.gone {
 		floor += c.committed(now)
+		hold = max(hold, c.heldUntil().Sub(now))
 	}
 	clear(b.subs)
 	if s.store == nil || !r.shared() || !b.claimed {
 		return nil
 	}
-	return &claim{key: b.storeKey, rate: r.rate(), floor: floor, hold: settle, known: true, release: true}
+	return &claim{key: b.storeKey, rate: r.rate(), floor: floor, hold: hold, known: true, release: true}
 }
 
 // claim calls the store, bounded by the store timeout, and tells the hook.

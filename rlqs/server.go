@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,6 +270,7 @@ func (s *Server) bucketFor(key string, id *rlqsv3.BucketId) *bucket {
 		id:       id,
 		rule:     cfg.ruleFor(id.GetBucket()),
 		subs:     map[*stream]*sub{},
+		level:    math.Inf(1),
 	}
 	s.buckets[key] = b
 	return b
@@ -341,7 +344,8 @@ func (s *Server) loop() {
 }
 
 // storeConcurrency bounds the buckets ticked at once with a store: each
-// tick may wait for a round trip.
+// tick may wait for a round trip. Without one, as many as there are
+// processors.
 const storeConcurrency = 16
 
 func (s *Server) tickAll(due []*bucket, now time.Time) {
@@ -354,14 +358,18 @@ func (s *Server) tickAll(due []*bucket, now time.Time) {
 			s.markDirty(b)
 		}
 	}
-	if s.store == nil || len(due) < 2 {
+	if len(due) < 2 {
 		for _, b := range due {
 			one(b)
 		}
 		return
 	}
+	workers := runtime.GOMAXPROCS(0)
+	if s.store != nil {
+		workers = storeConcurrency
+	}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, storeConcurrency)
+	sem := make(chan struct{}, workers)
 	for _, b := range due {
 		sem <- struct{}{}
 		wg.Add(1)
