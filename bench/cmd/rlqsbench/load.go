@@ -195,4 +195,3 @@ func (g *generator) close() {
 	}
 	g.wg.Wait()
 }
-
