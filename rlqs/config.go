@@ -157,8 +157,7 @@ func ParseConfig(name string, content []byte) (*Config, error) {
 		// yaml.v2's errors may span lines; a ConfigError is one line.
 		return nil, &ConfigError{File: name, Reason: "invalid YAML: " + strings.Join(strings.Fields(err.Error()), " ")}
 	}
-	p := parser{}
-	c, err := p.config(root)
+	c, err := parseRoot(root)
 	if err != nil {
 		return nil, &ConfigError{File: name, Reason: err.Error()}
 	}
@@ -166,22 +165,12 @@ func ParseConfig(name string, content []byte) (*Config, error) {
 	return c, nil
 }
 
-// parser turns the decoded YAML into a Config; its methods return the
-// reason of the first problem, with where it is.
-type parser struct{}
-
-// defaults are the file-wide durations each entry starts from.
-type defaults struct {
-	reportingInterval, ttl, burst, abandonAfter time.Duration
-	ttlSet                                      bool
-}
-
-func (p parser) config(root yaml.MapSlice) (*Config, error) {
-	c := &Config{byKeys: map[string][]*rule{}}
-	d := defaults{reportingInterval: DefaultReportingInterval, burst: DefaultBurst, abandonAfter: DefaultAbandonAfter}
-	var buckets []any
+// eachKey calls f with each key of m and its value, in order, and
+// returns the keys seen; a key that is not a string or appears twice, or
+// f's first error, stops it.
+func eachKey(m yaml.MapSlice, f func(k string, v any) error) (map[string]bool, error) {
 	seen := map[string]bool{}
-	for _, item := range root {
+	for _, item := range m {
 		k, ok := item.Key.(string)
 		if !ok {
 			return nil, fmt.Errorf("key %v is not a string", item.Key)
@@ -190,32 +179,51 @@ func (p parser) config(root yaml.MapSlice) (*Config, error) {
 			return nil, fmt.Errorf("key '%s' appears twice", k)
 		}
 		seen[k] = true
+		if err := f(k, item.Value); err != nil {
+			return nil, err
+		}
+	}
+	return seen, nil
+}
+
+// defaults are the file-wide durations each entry starts from.
+type defaults struct {
+	reportingInterval, ttl, burst, abandonAfter time.Duration
+	ttlSet                                      bool
+}
+
+func parseRoot(root yaml.MapSlice) (*Config, error) {
+	c := &Config{byKeys: map[string][]*rule{}}
+	d := defaults{reportingInterval: DefaultReportingInterval, burst: DefaultBurst, abandonAfter: DefaultAbandonAfter}
+	var buckets []any
+	seen, err := eachKey(root, func(k string, v any) error {
 		var err error
 		switch k {
 		case "domain":
-			c.domain, err = str(k, item.Value)
+			c.domain, err = str(k, v)
 			if err == nil && c.domain == "" {
 				err = fmt.Errorf("domain must not be empty")
 			}
 		case "blanket_rule":
-			c.blanket, err = blanket(k, item.Value)
+			c.blanket, err = blanket(k, v)
 		case "buckets":
-			if item.Value == nil {
+			if v == nil {
 				break
 			}
 			var ok bool
-			if buckets, ok = item.Value.([]any); !ok {
+			if buckets, ok = v.([]any); !ok {
 				err = fmt.Errorf("buckets must be a list")
 			}
 		default:
-			err = d.set(k, item.Value)
+			err = d.set(k, v)
 			if err == errUnknown {
 				err = fmt.Errorf("unknown key '%s' (want domain, blanket_rule, reporting_interval, assignment_ttl, burst, abandon_after or buckets)", k)
 			}
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !seen["domain"] {
 		return nil, fmt.Errorf("domain is missing")
@@ -231,7 +239,7 @@ func (p parser) config(root yaml.MapSlice) (*Config, error) {
 		if !ok {
 			return nil, fmt.Errorf("buckets[%d]: an entry must be a map", i+1)
 		}
-		r, err := p.rule(m, d)
+		r, err := parseRule(m, d)
 		if err != nil {
 			return nil, fmt.Errorf("buckets[%d]: %w", i+1, err)
 		}
@@ -295,33 +303,24 @@ func (d *defaults) finish() error {
 	return nil
 }
 
-func (p parser) rule(m yaml.MapSlice, file defaults) (*rule, error) {
+func parseRule(m yaml.MapSlice, file defaults) (*rule, error) {
 	// The file's durations, which the entry may override; a TTL the file
 	// did not set follows the entry's own reporting interval.
 	d := file
 	r := &rule{}
-	seen := map[string]bool{}
 	var rpu, unit, bl bool
-	for _, item := range m {
-		k, ok := item.Key.(string)
-		if !ok {
-			return nil, fmt.Errorf("key %v is not a string", item.Key)
-		}
-		if seen[k] {
-			return nil, fmt.Errorf("key '%s' appears twice", k)
-		}
-		seen[k] = true
+	seen, err := eachKey(m, func(k string, v any) error {
 		var err error
 		switch k {
 		case "bucket_id":
-			r.keys, err = bucketIDOf(item.Value)
+			r.keys, err = bucketIDOf(v)
 		case "requests_per_unit":
 			rpu = true
-			r.requestsPerUnit, err = count(k, item.Value)
+			r.requestsPerUnit, err = count(k, v)
 		case "unit":
 			unit = true
 			var u string
-			if u, err = str(k, item.Value); err == nil {
+			if u, err = str(k, v); err == nil {
 				r.unit = strings.ToLower(u)
 				var ok bool
 				if r.unitSeconds, ok = unitSeconds[r.unit]; !ok {
@@ -330,16 +329,17 @@ func (p parser) rule(m yaml.MapSlice, file defaults) (*rule, error) {
 			}
 		case "blanket_rule":
 			bl = true
-			r.blanket, err = blanket(k, item.Value)
+			r.blanket, err = blanket(k, v)
 		default:
-			err = d.set(k, item.Value)
+			err = d.set(k, v)
 			if err == errUnknown {
 				err = fmt.Errorf("unknown key '%s' (want bucket_id, requests_per_unit, unit, blanket_rule, reporting_interval, assignment_ttl, burst or abandon_after)", k)
 			}
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case !seen["bucket_id"]:

@@ -52,9 +52,7 @@ func sortedKeys(id map[string]string) []string {
 func keySig(id map[string]string) string {
 	var b strings.Builder
 	for _, k := range sortedKeys(id) {
-		b.WriteString(strconv.Itoa(len(k)))
-		b.WriteByte(':')
-		b.WriteString(k)
+		writeLen(&b, k)
 	}
 	return b.String()
 }
@@ -66,15 +64,17 @@ func keySig(id map[string]string) string {
 func canonicalID(id map[string]string) string {
 	var b strings.Builder
 	for _, k := range sortedKeys(id) {
-		v := id[k]
-		b.WriteString(strconv.Itoa(len(k)))
-		b.WriteByte(':')
-		b.WriteString(k)
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
+		writeLen(&b, k)
+		writeLen(&b, id[k])
 	}
 	return b.String()
+}
+
+// writeLen writes s preceded by its length and a colon.
+func writeLen(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
 }
 
 // displayID writes a bucket id for people: {k1: v1, k2: v2}, keys sorted,
