@@ -308,10 +308,12 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 			// aim at the target, lowering first if it is below.
 			b.budget, b.claimed, b.lastClaim = min(g.budget, g.target), true, now
 			b.shared, b.contested = g.servers > 1, g.contested
-		case !b.claimed && errors.Is(err, ErrUnavailable):
+		case !b.claimed && errors.Is(err, ErrUnavailable) && s.lastServers.Load() > 0:
 			// Never claimed, and Redis is away: an equal part of the
-			// limit among the servers last seen on any bucket.
-			b.budget = r.rate() / float64(max(1, s.lastServers.Load()))
+			// limit among the servers last seen on any bucket (none
+			// before any claim succeeded: a guess could only be the
+			// whole limit, on every replica).
+			b.budget = r.rate() / float64(s.lastServers.Load())
 		case !b.claimed:
 			b.budget = 0 // set up wrong: no share is known
 		}
