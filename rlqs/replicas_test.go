@@ -122,3 +122,33 @@ func outside(t *testing.T) func(f func()) {
 		<-done
 	}
 }
+
+// TestRedisAwayFromTheStart: a replica that has never reached Redis knows
+// no share of a new bucket: its Envoys stay under their no-assignment
+// behaviour (not the whole limit on every replica), and the hook says why.
+func TestRedisAwayFromTheStart(t *testing.T) {
+	addr := redistest.ClosedAddr(t)
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var last error
+		h := replica(t, addr, "one", apiConfig, WithStoreHook(func(err error) {
+			mu.Lock()
+			last = err
+			mu.Unlock()
+		}))
+		e := h.envoy(rlqstest.Config{})
+		h.load(e, api, constant(10), time.Now().Add(2*time.Second))
+		h.wg.Wait()
+		if st := e.State(api); st.Assigned {
+			t.Errorf("assigned without Redis: %+v", st)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !errors.Is(last, ErrUnavailable) {
+			t.Errorf("hook: %v", last)
+		}
+		if s := h.srv.Stats(); s.StoreErrors == 0 || s.StoreMisconfigured != 0 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+}
