@@ -20,11 +20,14 @@ var library = []string{
 }
 
 // forbiddenInLibrary are the path prefixes of the modules that only rls,
-// grpclimit and cmd may bring in.
+// rlqs, grpclimit and cmd may bring in, and the services themselves: no
+// library package may import rls or rlqs (they would bring gRPC along).
 var forbiddenInLibrary = []string{
 	"google.golang.org/grpc",
 	"github.com/envoyproxy/",
 	"google.golang.org/genproto/",
+	module + "/rls",
+	module + "/rlqs",
 }
 
 // keyed lists the packages that must stand without the Guava side.
@@ -88,7 +91,7 @@ func TestLibraryDoesNotCompileGRPC(t *testing.T) {
 				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
 			}
 			if bad := violations(got[p], forbiddenInLibrary); len(bad) > 0 {
-				t.Errorf("%s/%s: %s depends on %s (gRPC and Envoy's protos belong to rls, grpclimit and cmd only)",
+				t.Errorf("%s/%s: %s depends on %s (gRPC, Envoy's protos and the services built on them belong to rls, rlqs, grpclimit and cmd only)",
 					pl[0], pl[1], p, strings.Join(bad, ", "))
 			}
 		}
@@ -132,6 +135,9 @@ func TestViolations(t *testing.T) {
 		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
 		"google.golang.org/genproto/googleapis/rpc/status",
 		"google.golang.org/protobuf/proto",
+		module + "/rlqs",
+		module + "/rlqsx",
+		module + "/internal/rlqstest",
 	}
 	got := violations(deps, forbiddenInLibrary)
 	want := []string{
@@ -139,6 +145,7 @@ func TestViolations(t *testing.T) {
 		"google.golang.org/grpc/codes",
 		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
 		"google.golang.org/genproto/googleapis/rpc/status",
+		module + "/rlqs",
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("violations = %q, want %q", got, want)
