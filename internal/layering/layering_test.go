@@ -1,6 +1,7 @@
 package layering
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,22 @@ var forbiddenInLibrary = []string{
 	"google.golang.org/grpc",
 	"github.com/envoyproxy/",
 	"google.golang.org/genproto/",
+}
+
+// services are the library's service packages: they may compile gRPC and
+// Envoy's protos, but no more than the library a metrics library.
+var services = []string{
+	module + "/rls",
+	module + "/rls/xds",
+	module + "/grpclimit",
+}
+
+// forbiddenOutsideCLI are the path prefixes only the command line (cmd,
+// internal/cli) may bring in: a maintained Prometheus library serves the
+// CLI's metrics pages; the library exposes counters and lets its user
+// choose how to publish them.
+var forbiddenOutsideCLI = []string{
+	"github.com/prometheus/",
 }
 
 // keyed lists the packages that must stand without the Guava side.
@@ -95,6 +112,22 @@ func TestLibraryDoesNotCompileGRPC(t *testing.T) {
 	}
 }
 
+func TestLibraryDoesNotCompilePrometheus(t *testing.T) {
+	pkgs := append(slices.Clone(library), services...)
+	for _, pl := range platforms {
+		got := deps(t, pl[0], pl[1], pkgs)
+		for _, p := range pkgs {
+			if len(got[p]) == 0 {
+				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
+			}
+			if bad := violations(got[p], forbiddenOutsideCLI); len(bad) > 0 {
+				t.Errorf("%s/%s: %s depends on %s (Prometheus belongs to the command line only)",
+					pl[0], pl[1], p, strings.Join(bad, ", "))
+			}
+		}
+	}
+}
+
 func TestKeyedSideStandsAlone(t *testing.T) {
 	for _, pl := range platforms {
 		got := deps(t, pl[0], pl[1], keyed)
@@ -142,5 +175,9 @@ func TestViolations(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("violations = %q, want %q", got, want)
+	}
+	prom := []string{"github.com/prometheus/client_golang/prometheus", "github.com/prometheusx/y", "fmt"}
+	if got := violations(prom, forbiddenOutsideCLI); len(got) != 1 || got[0] != prom[0] {
+		t.Errorf("violations of %q = %q, want the first only", prom, got)
 	}
 }
