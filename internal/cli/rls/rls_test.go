@@ -44,18 +44,19 @@ const rlsWait = 15 * time.Second
 
 // rlsProc is a running `ratelimit rls`.
 type rlsProc struct {
-	t          *testing.T
-	cmd        *exec.Cmd
-	stderr     clitest.LockedBuffer
-	grpcAddr   string
-	httpURL    string
-	metricsURL string
-	client     rlsv3.RateLimitServiceClient
-	exited     chan struct{}
-	status     int
+	t           *testing.T
+	cmd         *exec.Cmd
+	stderr      clitest.LockedBuffer
+	grpcAddr    string
+	httpURL     string
+	metricsURL  string // http://host:port
+	metricsPath string
+	client      rlsv3.RateLimitServiceClient
+	exited      chan struct{}
+	status      int
 }
 
-var rlsBanner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:, metrics on (http://[^;]+)/metrics)?;`)
+var rlsBanner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:, metrics on (http://[^/;]+)(/[^;]*))?;`)
 
 // startRLS starts the binary on free loopback ports with args (after
 // --grpc, --http, --metrics and a short --reload-interval, which args may
@@ -111,7 +112,7 @@ func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 			<-p.exited
 			t.Fatalf("rls %q: no banner (status %d): %q\nstderr: %s", args, p.status, s, p.stderr.String())
 		}
-		p.grpcAddr, p.httpURL, p.metricsURL = m[1], m[2], m[3]
+		p.grpcAddr, p.httpURL, p.metricsURL, p.metricsPath = m[1], m[2], m[3], m[4]
 	case <-time.After(rlsWait):
 		t.Fatalf("rls %q: no banner within %v; stderr: %s", args, rlsWait, p.stderr.String())
 	}
@@ -141,7 +142,7 @@ func request(domain string, entries ...string) *rlsv3.RateLimitRequest {
 // are summed, or one series, `family{label="value",...}` with its labels
 // sorted; 0 when the page has none, -1 when the endpoint does not answer.
 func (p *rlsProc) metric(name string) int64 {
-	page, _, err := metricstest.Scrape(p.metricsURL + "/metrics")
+	page, _, err := metricstest.Scrape(p.metricsURL + p.metricsPath)
 	if err != nil {
 		return -1
 	}
