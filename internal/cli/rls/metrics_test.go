@@ -261,3 +261,31 @@ func TestMethodName(t *testing.T) {
 		assert.Equal(t, want, methodName(full), full)
 	}
 }
+
+// TestDefaultMapping pins what the reference's mapping makes of the stats
+// the docs name: a deeper rule's over_limit_with_local_cache adds up in
+// _over_limit (its regular expressions are not anchored), a one-level
+// rule's and a domain_not_found keep their escaped names.
+func TestDefaultMapping(t *testing.T) {
+	m, err := newMapper("")
+	require.NoError(t, err)
+	sm := newServiceMetrics(nil, m)
+	for stat, want := range map[string]string{
+		"ratelimit.service.rate_limit.d.a.b.over_limit_with_local_cache": `ratelimit_service_rate_limit_over_limit{domain="d",key1="a",key2="b"}`,
+		"ratelimit.service.rate_limit.d.a.b.c.total_hits":                `ratelimit_service_rate_limit_total_hits{domain="d",key1="a",key2="b"}`,
+		"ratelimit.service.rate_limit.d.k.over_limit_with_local_cache":   "ratelimit_service_rate_limit_d_k_over_limit_with_local_cache",
+		"ratelimit.service.rate_limit.(other).domain_not_found":          "ratelimit_service_rate_limit__other__domain_not_found",
+		"ratelimit.service.call.should_rate_limit.redis_error":           `ratelimit_service_should_rate_limit_error{err_type="redis_error"}`,
+	} {
+		r := sm.lookup(stat, "counter")
+		got := r.name
+		if len(r.labelNames) > 0 {
+			var pairs []string
+			for i, l := range r.labelNames {
+				pairs = append(pairs, fmt.Sprintf("%s=%q", l, r.labelValues[i]))
+			}
+			got += "{" + strings.Join(pairs, ",") + "}"
+		}
+		assert.Equal(t, want, got, stat)
+	}
+}
