@@ -98,31 +98,25 @@ func violations(depsOf []string, forbidden []string) []string {
 }
 
 func TestLibraryDoesNotCompileGRPC(t *testing.T) {
-	for _, pl := range platforms {
-		got := deps(t, pl[0], pl[1], library)
-		for _, p := range library {
-			if len(got[p]) == 0 {
-				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
-			}
-			if bad := violations(got[p], forbiddenInLibrary); len(bad) > 0 {
-				t.Errorf("%s/%s: %s depends on %s (gRPC and Envoy's protos belong to rls, grpclimit and cmd only)",
-					pl[0], pl[1], p, strings.Join(bad, ", "))
-			}
-		}
-	}
+	checkNoDeps(t, library, forbiddenInLibrary, "gRPC and Envoy's protos belong to rls, grpclimit and cmd only")
 }
 
 func TestLibraryDoesNotCompilePrometheus(t *testing.T) {
-	pkgs := append(slices.Clone(library), services...)
+	checkNoDeps(t, append(slices.Clone(library), services...), forbiddenOutsideCLI, "Prometheus belongs to the command line only")
+}
+
+// checkNoDeps fails for each of pkgs that depends, on any platform, on a
+// forbidden path, saying why it must not.
+func checkNoDeps(t *testing.T, pkgs, forbidden []string, why string) {
+	t.Helper()
 	for _, pl := range platforms {
 		got := deps(t, pl[0], pl[1], pkgs)
 		for _, p := range pkgs {
 			if len(got[p]) == 0 {
 				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
 			}
-			if bad := violations(got[p], forbiddenOutsideCLI); len(bad) > 0 {
-				t.Errorf("%s/%s: %s depends on %s (Prometheus belongs to the command line only)",
-					pl[0], pl[1], p, strings.Join(bad, ", "))
+			if bad := violations(got[p], forbidden); len(bad) > 0 {
+				t.Errorf("%s/%s: %s depends on %s (%s)", pl[0], pl[1], p, strings.Join(bad, ", "), why)
 			}
 		}
 	}
