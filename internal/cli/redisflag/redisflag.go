@@ -19,7 +19,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -249,10 +248,9 @@ func ClusterNodeAsServer(ctx context.Context, client redis.UniversalClient) erro
 }
 
 // Misconfigured reports whether Redis answered with an error no retry can
-// fix (set up wrong), as a library classified it (throttle's, rls's and
-// distributed's ErrMisconfigured) or, for a client's own call such as a
-// PING, as the libraries' shared classifier does.
+// fix (set up wrong), as a library classified it (ErrMisconfigured, one
+// value for throttle, rls and distributed) or, for a client's own call such
+// as a PING, as the libraries' shared classifier does.
 func Misconfigured(err error) bool {
-	return errors.Is(err, throttle.ErrMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) ||
-		redisscript.Classify(err) == redisscript.Misconfigured
+	return errors.Is(err, throttle.ErrMisconfigured) || redisscript.Classify(err) == redisscript.Misconfigured
 }

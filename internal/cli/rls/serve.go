@@ -220,7 +220,9 @@ func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
 		}
 	case errors.Is(err, rls.ErrMisconfigured):
 		l.Fail(err, "answered INTERNAL (Redis set up wrong: no wait ends it)")
-	case errors.Is(err, rls.ErrStore):
+	case errors.Is(err, rls.ErrStore) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		// A store failure, the store timeout included; a caller that
+		// gave up (its own cancel or deadline) says nothing of the store.
 		l.Fail(err, "answered "+status.Code(err).String())
 	}
 }
