@@ -1,6 +1,7 @@
 package layering
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,23 @@ var forbiddenInLibrary = []string{
 	"google.golang.org/genproto/",
 	module + "/rls",
 	module + "/rlqs",
+}
+
+// services are the library's service packages: they may compile gRPC and
+// Envoy's protos, but no more than the library a metrics library.
+var services = []string{
+	module + "/rls",
+	module + "/rls/xds",
+	module + "/rlqs",
+	module + "/grpclimit",
+}
+
+// forbiddenOutsideCLI are the path prefixes only the command line (cmd,
+// internal/cli) may bring in: a maintained Prometheus library serves the
+// CLI's metrics pages; the library exposes counters and lets its user
+// choose how to publish them.
+var forbiddenOutsideCLI = []string{
+	"github.com/prometheus/",
 }
 
 // keyed lists the packages that must stand without the Guava side.
@@ -84,15 +102,25 @@ func violations(depsOf []string, forbidden []string) []string {
 }
 
 func TestLibraryDoesNotCompileGRPC(t *testing.T) {
+	checkNoDeps(t, library, forbiddenInLibrary, "gRPC, Envoy's protos and the services built on them belong to rls, rlqs, grpclimit and cmd only")
+}
+
+func TestLibraryDoesNotCompilePrometheus(t *testing.T) {
+	checkNoDeps(t, append(slices.Clone(library), services...), forbiddenOutsideCLI, "Prometheus belongs to the command line only")
+}
+
+// checkNoDeps fails for each of pkgs that depends, on any platform, on a
+// forbidden path, saying why it must not.
+func checkNoDeps(t *testing.T, pkgs, forbidden []string, why string) {
+	t.Helper()
 	for _, pl := range platforms {
-		got := deps(t, pl[0], pl[1], library)
-		for _, p := range library {
+		got := deps(t, pl[0], pl[1], pkgs)
+		for _, p := range pkgs {
 			if len(got[p]) == 0 {
 				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
 			}
-			if bad := violations(got[p], forbiddenInLibrary); len(bad) > 0 {
-				t.Errorf("%s/%s: %s depends on %s (gRPC, Envoy's protos and the services built on them belong to rls, rlqs, grpclimit and cmd only)",
-					pl[0], pl[1], p, strings.Join(bad, ", "))
+			if bad := violations(got[p], forbidden); len(bad) > 0 {
+				t.Errorf("%s/%s: %s depends on %s (%s)", pl[0], pl[1], p, strings.Join(bad, ", "), why)
 			}
 		}
 	}
@@ -149,5 +177,9 @@ func TestViolations(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("violations = %q, want %q", got, want)
+	}
+	prom := []string{"github.com/prometheus/client_golang/prometheus", "github.com/prometheusx/y", "fmt"}
+	if got := violations(prom, forbiddenOutsideCLI); len(got) != 1 || got[0] != prom[0] {
+		t.Errorf("violations of %q = %q, want the first only", prom, got)
 	}
 }

@@ -247,6 +247,11 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
+	mapping, err := newMapper(c.metricsMapper)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return command.ExitUsage
+	}
 	errLog := log.New(stderr, prefix+": ", 0)
 
 	// Listen on everything first, so that a taken address stops the
@@ -272,18 +277,18 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 
 	hl := &rlsHealth{grpc: health.NewServer()}
 	hl.set(true)
-	var inFlight atomic.Int64
+	sm := newServiceMetrics(svc, mapping)
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
 	// What both faces call: counted in flight, store failures logged.
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
+		sm.inFlight.Add(1)
+		defer sm.inFlight.Add(-1)
 		resp, err := svc.ShouldRateLimit(ctx, req)
 		noteStore(storeLog, resp, err)
 		return resp, err
 	})
-	gs := grpc.NewServer(rlsServerOptions()...)
+	gs := grpc.NewServer(append(rlsServerOptions(), grpc.ChainUnaryInterceptor(sm.intercept))...)
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.grpc)
 
@@ -295,13 +300,13 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
-		servers.HTTP(metrics.Server(func(out io.Writer) {
-			svc.WriteMetrics(out)
-			w := metrics.Writer{W: out}
-			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
-			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
-		}, errLog), metricsLn)
-		metricsNote = metrics.Banner(metricsLn)
+		reg, err := metrics.NewRegistry(sm)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return command.ExitFail
+		}
+		servers.HTTP(metrics.Server(reg, c.metricsPath, errLog), metricsLn)
+		metricsNote = metrics.Banner(metricsLn, c.metricsPath)
 	}
 
 	w := newConfigWatcher(c, svc, fp, errLog)
