@@ -69,11 +69,12 @@ func creds(ca *tlstest.CA, leaf *tlstest.Leaf, t *testing.T) credentials.Transpo
 	return credentials.NewTLS(cfg)
 }
 
-// gatewayEnv is the environment Envoy Gateway's controller always sets for
-// its rate limit deployment (its internal/infrastructure/kubernetes/
-// ratelimit/resource.go), with the certificates in certDir and the xDS
-// server at xdsURL.
-func gatewayEnv(certDir, xdsURL string) []string {
+// gatewayEnv is the environment Envoy Gateway's controller sets for its
+// rate limit deployment (its internal/infrastructure/kubernetes/
+// ratelimit/resource.go) with Prometheus on, its default, with the
+// certificates in certDir, the metric mapping (its statsd-exporter-config
+// ConfigMap) in statsdDir and the xDS server at xdsURL.
+func gatewayEnv(certDir, statsdDir, xdsURL string) []string {
 	return []string{
 		"RUNTIME_ROOT=/data", "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false",
 		"LOG_LEVEL=info", "USE_STATSD=false",
@@ -83,7 +84,18 @@ func gatewayEnv(certDir, xdsURL string) []string {
 		"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT=" + certDir + "/tls.crt",
 		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY=" + certDir + "/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=" + certDir + "/ca.crt",
 		"FORCE_START_WITHOUT_INITIAL_CONFIG=true",
+		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=:19001", "PROMETHEUS_MAPPER_YAML=" + statsdDir + "/conf.yaml",
 	}
+}
+
+// statsdConfig writes the metric mapping Envoy Gateway mounts at
+// /etc/statsd-exporter (the reference's default mapping) in a new
+// directory, and returns it.
+func statsdConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "conf.yaml"), defaultMapping)
+	return dir
 }
 
 // fastXDS are the xDS client's waits made short for tests.
@@ -143,7 +155,7 @@ func (p *rlsProc) waitHealth(t *testing.T, code int) {
 func TestRLSXDSGateway(t *testing.T) {
 	certs := newGatewayCerts(t)
 	srv := xdstest.Start(t, xdstest.ServerTLS(t, certs.ca, certs.leaf))
-	env := append(append(append(gatewayEnv(certs.dir, srv.Addr), fastXDS...), loopbackPorts...),
+	env := append(append(append(gatewayEnv(certs.dir, statsdConfig(t), srv.Addr), fastXDS...), loopbackPorts...),
 		"FORCE_START_WITHOUT_INITIAL_CONFIG=false")
 	p := launchRLSOver(t, env, nil, creds(certs.ca, certs.leaf, t))
 	ctx := t.Context()
@@ -182,7 +194,7 @@ func TestRLSXDSGateway(t *testing.T) {
 	nack := srv.NextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.ErrorDetail != nil })
 	assert.Contains(t, nack.ErrorDetail.Message, "default/eg/bad")
 	p.waitStderr(t, "rejected (NACK), keeping the previous one: default/eg/bad")
-	p.waitMetric("ratelimit_rls_config_load_error", 1)
+	p.waitMetric("ratelimit_service_config_load_error", 1)
 	resp, err = p.callRoute(ctx, "default/eg/other")
 	require.NoError(t, err)
 	assert.Equal(t, uint32(3), resp.Statuses[0].LimitRemaining, "the second configuration serves on")

@@ -74,14 +74,17 @@ func TestImage(t *testing.T) {
 	require.NoError(t, err)
 	redis := redistest.Start(t)
 
-	env := append(append(gatewayEnv("/certs", "envoy-gateway:"+xdsPort), fastXDS...), loopbackPorts...)
+	statsd := statsdConfig(t)
+	require.NoError(t, os.Chmod(statsd, 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(statsd, "conf.yaml"), 0o644))
+	env := append(append(gatewayEnv("/certs", "/etc/statsd-exporter", "envoy-gateway:"+xdsPort), fastXDS...), loopbackPorts...)
 	env = append(env, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redis.Addr())
 	name := "ratelimit-test-" + hex.EncodeToString(nonce[:])
 	args := []string{"run", "--rm", "--name", name, "--runtime", "runc",
 		"--ulimit", "nofile=" + belowLimit(t, "Max open files"), "--ulimit", "nproc=" + belowLimit(t, "Max processes"),
 		"--network", "host", "--add-host", "envoy-gateway:127.0.0.1",
 		"--read-only", "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"-v", certs.dir + ":/certs:ro", "--entrypoint", "/bin/ratelimit"}
+		"-v", certs.dir + ":/certs:ro", "-v", statsd + ":/etc/statsd-exporter:ro", "--entrypoint", "/bin/ratelimit"}
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
@@ -100,6 +103,7 @@ func TestImage(t *testing.T) {
 		assert.Equal(t, uint32(2), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit(), "call %d", i)
 	}
 	assert.Contains(t, redis.CLI("KEYS", "*"), "default/eg/http_", "the counts are in Redis")
+	p.waitMetric("ratelimit_service_rate_limit_over_limit", 1) // named by the mapping mounted as Envoy Gateway mounts it
 
 	stop := exec.Command(podman, "stop", "-t", "20", name)
 	if out, err := stop.CombinedOutput(); err != nil {

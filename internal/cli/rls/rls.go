@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -101,7 +102,9 @@ so that a deployment of envoyproxy/ratelimit keeps its manifests:
   --redis-tls-cert, -key, -ca, -skip-hostname-verification
              REDIS_TLS_CLIENT_CERT, _KEY, REDIS_TLS_CACERT,
              REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
-  --metrics  PROMETHEUS_ADDR when USE_PROMETHEUS=true
+  --metrics  PROMETHEUS_ADDR when USE_PROMETHEUS=true (at PROMETHEUS_PATH,
+             /metrics by default)
+  --metrics-mapping      PROMETHEUS_MAPPER_YAML
   --response-headers     LIMIT_RESPONSE_HEADERS_ENABLED
   --merge-domains        MERGE_DOMAIN_CONFIG
   --count-only-admitted  STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
@@ -113,6 +116,11 @@ Envoy Gateway sets and the reference does not read, is ignored as the
 reference ignores it. With one of RUNTIME_ROOT, CONFIG_TYPE,
 REDIS_SOCKET_TYPE, BACKEND_TYPE or USE_STATSD set, "ratelimit" with no
 arguments runs "ratelimit rls", as the reference's image is started.
+
+--metrics serves the reference's Prometheus series, named as its default
+statsd_exporter mapping names them (ratelimit_service_rate_limit_total_hits
+{domain,key1,key2}, _over_limit, _near_limit, ...) or as the mapping file
+of --metrics-mapping says, with Go's runtime and process collectors.
 
 SIGINT or SIGTERM make /healthcheck and the gRPC health service report
 failure, stop accepting calls and let calls in flight finish (at most
@@ -139,6 +147,8 @@ type rlsConfig struct {
 	grpcAddr          string
 	httpAddr          string
 	metricsAddr       string
+	metricsPath       string // "": metrics.DefaultPath
+	metricsMapper     string // a statsd_exporter mapping file; "": the reference's default mapping
 	redisURL          string // as given; "" for the memory store
 	redisPasswordFile string
 	newRedis          func() redis.UniversalClient
@@ -185,7 +195,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.httpAddr, "http", ":8080", "serve POST /json and GET /healthcheck on this `address`")
 	var rf redisflag.Flags
 	rf.Register(fs, "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
-	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
+	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics (or PROMETHEUS_PATH)")
+	fs.StringVar(&c.metricsMapper, "metrics-mapping", "", "name the metrics with this statsd_exporter mapping `file` instead of the reference's default mapping")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
 	fs.BoolVar(&c.responseHeaders, "response-headers", false, "add the reference's RateLimit-Limit, -Remaining and -Reset to response_headers_to_add")
@@ -259,6 +270,15 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 		} else if on {
 			c.metricsAddr = cmp.Or(env("PROMETHEUS_ADDR"), defaultPromAddr)
 		}
+	}
+	if !given["metrics-mapping"] {
+		c.metricsMapper = env("PROMETHEUS_MAPPER_YAML")
+	}
+	if p := env("PROMETHEUS_PATH"); p != "" {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("PROMETHEUS_PATH=%q: want a path starting with /", p)
+		}
+		c.metricsPath = p
 	}
 	if !given["response-headers"] {
 		if c.responseHeaders, err = envBool(lookup, "LIMIT_RESPONSE_HEADERS_ENABLED"); err != nil {

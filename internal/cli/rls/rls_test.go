@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/metrics/metricstest"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
@@ -45,18 +45,19 @@ const rlsWait = 15 * time.Second
 
 // rlsProc is a running `ratelimit rls`.
 type rlsProc struct {
-	t          *testing.T
-	cmd        *exec.Cmd
-	stderr     clitest.LockedBuffer
-	grpcAddr   string
-	httpURL    string
-	metricsURL string
-	client     rlsv3.RateLimitServiceClient
-	exited     chan struct{}
-	status     int
+	t           *testing.T
+	cmd         *exec.Cmd
+	stderr      clitest.LockedBuffer
+	grpcAddr    string
+	httpURL     string
+	metricsURL  string // http://host:port
+	metricsPath string
+	client      rlsv3.RateLimitServiceClient
+	exited      chan struct{}
+	status      int
 }
 
-var rlsBanner = regexp.MustCompile(`gRPC on (\S+)(?: \([^)]*\))?, HTTP on (http://[^,;]+)(?:, metrics on (http://[^;]+)/metrics)?;`)
+var rlsBanner = regexp.MustCompile(`gRPC on (\S+)(?: \([^)]*\))?, HTTP on (http://[^,;]+)(?:, metrics on (http://[^/;]+)(/[^;]*))?;`)
 
 // startRLS starts the binary on free loopback ports with args (after
 // --grpc, --http, --metrics and a short --reload-interval, which args may
@@ -125,7 +126,7 @@ func attachRLS(t *testing.T, cmd *exec.Cmd, creds credentials.TransportCredentia
 			<-p.exited
 			t.Fatalf("rls %q: no banner (status %d): %q\nstderr: %s", args, p.status, s, p.stderr.String())
 		}
-		p.grpcAddr, p.httpURL, p.metricsURL = m[1], m[2], m[3]
+		p.grpcAddr, p.httpURL, p.metricsURL, p.metricsPath = m[1], m[2], m[3], m[4]
 	case <-time.After(rlsWait):
 		t.Fatalf("rls %q: no banner within %v; stderr: %s", args, rlsWait, p.stderr.String())
 	}
@@ -151,28 +152,22 @@ func request(domain string, entries ...string) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
 }
 
-// metric reads the sum of a metric's series from /metrics (-1 when the
-// endpoint does not answer).
+// metric reads a series from /metrics: name is a family, whose series
+// are summed, or one series, `family{label="value",...}` with its labels
+// sorted; 0 when the page has none, -1 when the endpoint does not answer.
 func (p *rlsProc) metric(name string) int64 {
-	resp, err := http.Get(p.metricsURL + "/metrics")
+	page, _, err := metricstest.Scrape(p.metricsURL + p.metricsPath)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	var sum int64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		f := strings.Fields(line)
-		n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
-		if err == nil {
-			sum += n
+	family, _, labelled := strings.Cut(name, "{")
+	var sum float64
+	for k, v := range page.Series(family) {
+		if k == name || !labelled && (k == family || strings.HasPrefix(k, family+"{")) {
+			sum += v
 		}
 	}
-	return sum
+	return int64(sum)
 }
 
 // waitMetric waits until the metric reaches at least want.
@@ -264,8 +259,8 @@ func TestRLSGRPC(t *testing.T) {
 	resp, err := p.call(ctx, "no-such-domain", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
-	assert.Equal(t, int64(3), p.metric("ratelimit_rls_total_hits"))
-	assert.Equal(t, int64(1), p.metric("ratelimit_rls_over_limit"))
+	assert.Equal(t, int64(3), p.metric("ratelimit_service_rate_limit_total_hits"))
+	assert.Equal(t, int64(1), p.metric("ratelimit_service_rate_limit_over_limit"))
 }
 
 // TestRLSJSON: POST /json takes the reference's body (protojson of a
@@ -328,27 +323,27 @@ func TestRLSReload(t *testing.T) {
 	}
 	remaining(rlsv3.RateLimitResponse_OK, 0, 1)
 	remaining(rlsv3.RateLimitResponse_OVER_LIMIT, 0, 1)
-	loads := p.metric("ratelimit_rls_config_load_success")
+	loads := p.metric("ratelimit_service_config_load_success")
 
 	// A good change: 5 a day. The window has counted 2 hits (the
 	// reference counts refused hits too), so the third is the 3rd of 5.
 	writeFile(t, cfg, fmt.Sprintf(perDay, 5))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	p.waitMetric("ratelimit_service_config_load_success", loads+1)
 	remaining(rlsv3.RateLimitResponse_OK, 2, 5)
 
 	// A bad change: the previous configuration (5 a day) stays.
 	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
-	p.waitMetric("ratelimit_rls_config_load_error", 1)
+	p.waitMetric("ratelimit_service_config_load_error", 1)
 	remaining(rlsv3.RateLimitResponse_OK, 1, 5)
 	p.waitStderr(t, "keeping the previous one")
 	p.waitStderr(t, cfg)
-	assert.Equal(t, loads+1, p.metric("ratelimit_rls_config_load_success"))
+	assert.Equal(t, loads+1, p.metric("ratelimit_service_config_load_success"))
 
 	// A second file with another domain, then the bad one fixed: both
 	// load together.
 	writeFile(t, filepath.Join(dir, "other.yaml"), "domain: other\ndescriptors:\n  - key: o\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+2)
+	p.waitMetric("ratelimit_service_config_load_success", loads+2)
 	remaining(rlsv3.RateLimitResponse_OK, 5, 10)
 	resp, err := p.call(ctx, "other", "o=1")
 	require.NoError(t, err)
@@ -360,10 +355,10 @@ func TestRLSReloadSIGHUP(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	p := startRLS(t, nil, "--config", cfg, "--reload-interval", "1h")
-	loads := p.metric("ratelimit_rls_config_load_success")
+	loads := p.metric("ratelimit_service_config_load_success")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 7))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	p.waitMetric("ratelimit_service_config_load_success", loads+1)
 	resp, err := p.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, uint32(7), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())

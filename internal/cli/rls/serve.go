@@ -12,7 +12,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -269,6 +268,10 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(command.ExitUsage, err)
 	}
+	mapping, err := newMapper(c.metricsMapper)
+	if err != nil {
+		return fail(command.ExitUsage, err)
+	}
 	errLog := log.New(stderr, prefix+": ", 0)
 
 	// Listen on everything first, so that a taken address stops the
@@ -313,18 +316,18 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 
-	var inFlight atomic.Int64
+	sm := newServiceMetrics(svc, mapping)
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
 	// What both faces call: counted in flight, store failures logged.
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
+		sm.inFlight.Add(1)
+		defer sm.inFlight.Add(-1)
 		resp, err := svc.ShouldRateLimit(ctx, req)
 		noteStore(storeLog, resp, err)
 		return resp, err
 	})
-	gs := grpc.NewServer(grpcOpts...)
+	gs := grpc.NewServer(append(grpcOpts, grpc.ChainUnaryInterceptor(sm.intercept))...)
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
 	healthpb.RegisterHealthServer(gs, hl.GRPC())
 
@@ -357,13 +360,12 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
-		servers.HTTP(metrics.Server(func(out io.Writer) {
-			svc.WriteMetrics(out)
-			w := metrics.Writer{W: out}
-			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
-			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
-		}, errLog), metricsLn)
-		metricsNote = metrics.Banner(metricsLn)
+		reg, err := metrics.NewRegistry(sm)
+		if err != nil {
+			return fail(command.ExitFail, err)
+		}
+		servers.HTTP(metrics.Server(reg, c.metricsPath, errLog), metricsLn)
+		metricsNote = metrics.Banner(metricsLn, c.metricsPath)
 	}
 
 	tlsNote := ""
