@@ -142,13 +142,17 @@ Flags:
 
 // rlsConfig is what the flags and the environment of rls describe.
 type rlsConfig struct {
-	configPath        string
-	configFromEnv     bool // configPath came from RUNTIME_* or their defaults
-	grpcAddr          string
-	httpAddr          string
-	metricsAddr       string
-	metricsPath       string // "": metrics.DefaultPath
-	metricsMapper     string // a statsd_exporter mapping file; "": the reference's default mapping
+	configPath    string
+	configFromEnv bool // configPath came from RUNTIME_* or their defaults
+	grpcAddr      string
+	httpAddr      string
+	metricsAddr   string
+	metricsPath   string // "": metrics.DefaultPath
+	metricsMapper string // a statsd_exporter mapping file; "": the reference's default mapping
+	// mapperOptional: the mapping file came from PROMETHEUS_MAPPER_YAML,
+	// which Envoy Gateway always sets but mounts from an optional
+	// ConfigMap: absent, the default mapping is used, with a warning.
+	mapperOptional    bool
 	redisURL          string // as given; "" for the memory store
 	redisPasswordFile string
 	newRedis          func() redis.UniversalClient
@@ -273,6 +277,7 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 	}
 	if !given["metrics-mapping"] {
 		c.metricsMapper = env("PROMETHEUS_MAPPER_YAML")
+		c.mapperOptional = c.metricsMapper != ""
 	}
 	if p := env("PROMETHEUS_PATH"); p != "" {
 		if !strings.HasPrefix(p, "/") {

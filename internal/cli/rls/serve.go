@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -269,6 +270,10 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		return fail(command.ExitUsage, err)
 	}
 	mapping, err := newMapper(c.metricsMapper)
+	if errors.Is(err, fs.ErrNotExist) && c.mapperOptional {
+		fmt.Fprintf(stderr, "%s: PROMETHEUS_MAPPER_YAML=%s does not exist: the reference's default metric mapping is used\n", prefix, c.metricsMapper)
+		mapping, err = newMapper("")
+	}
 	if err != nil {
 		return fail(command.ExitUsage, err)
 	}
