@@ -28,9 +28,9 @@ type Clock interface {
 // timers. Inside a testing/synctest bubble it reads the bubble's fake time,
 // so limiters need no injection to be tested there. A Limiter given
 // SystemClock, or no clock, reads the same monotonic time more cheaply
-// where it can: from the processor's time-stamp counter, where the
-// kernel's clock is that counter (outside synctest bubbles; see
-// docs/design.md, D10).
+// where it can: from the processor's time-stamp counter, where that
+// counter is invariant (outside synctest bubbles; see docs/design.md,
+// D10).
 type SystemClock struct{}
 
 // Now returns time.Now().

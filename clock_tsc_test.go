@@ -17,14 +17,14 @@ import (
 // of real time (what is measured is time itself).
 func TestCounterClockFollowsMonotonic(t *testing.T) {
 	l := mustNew(t, 10)
-	if l.tsc != tsc.Usable() {
-		t.Fatalf("limiter reads the counter: %v; the counter is usable: %v", l.tsc, tsc.Usable())
+	if l.sw.Counter() != tsc.Usable() {
+		t.Fatalf("limiter reads the counter: %v; the counter is usable: %v", l.sw.Counter(), tsc.Usable())
 	}
 	const tol = 20 * time.Microsecond
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
-		before := time.Since(l.start)
+		before := time.Since(l.sw.Start())
 		a, b := l.elapsed(), l.elapsedOrdered()
-		after := time.Since(l.start)
+		after := time.Since(l.sw.Start())
 		if a < before-tol || a > after+tol || b < before-tol || b > after+tol {
 			t.Fatalf("elapsed() = %v, elapsedOrdered() = %v; time.Since read %v before and %v after", a, b, before, after)
 		}
@@ -66,7 +66,7 @@ func TestNoEarlyRefusalParallel(t *testing.T) {
 func TestCounterClockNotInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, 1)
-		if l.tsc {
+		if l.sw.Counter() {
 			t.Fatal("a limiter made in a synctest bubble reads the counter")
 		}
 		if !l.TryAcquire(1, 0) || l.TryAcquire(1, 0) {
@@ -124,7 +124,7 @@ func TestStaleReadingNeverRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.unordered {
+	if !l.sw.ReadsEarly() {
 		t.Fatal("a limiter on an orderedClock does not confirm its refusals")
 	}
 	c.t = c.t.Add(10 * time.Microsecond)

@@ -71,21 +71,15 @@ type Limiter struct {
 	nextFree atomic.Int64
 
 	clock Clock         // nil: the time package, through the fast path
-	start time.Time     // the limiter's time origin
 	tick  time.Duration // 1 ns, or 1 µs in Guava mode
 
-	// tsc: the clock is the processor's counter, read through package
-	// internal/tsc (clock nil, the counter usable, time not fake);
-	// startTSC is start on that clock.
-	tsc      bool
-	startTSC int64
-	// unordered: elapsed may read a time from before the state it is
-	// compared with, so refusals read the clock again with
-	// elapsedOrdered (the counter, or a test's orderedClock), unless the
-	// debt exceeds the timeout by more than slack (tsc.ReorderSlack in
-	// ticks).
-	unordered bool
-	slack     int64
+	// sw reads the time since the limiter was made: on clock, or on the
+	// processor's counter (internal/tsc). When its unordered reading may
+	// come from before the state it is compared with (sw.ReadsEarly),
+	// refusals read the clock again in order, unless the debt exceeds the
+	// timeout by more than slack (tsc.ReorderSlack in ticks).
+	sw    tsc.Stopwatch
+	slack int64
 }
 
 // orderedClock is a Clock whose Now, like the counter's unordered reading,
@@ -102,17 +96,11 @@ func newLimiter(cfg config, build func(ticksPerSecond float64) smooth.Engine) *L
 	if _, ok := l.clock.(SystemClock); ok {
 		l.clock = nil
 	}
-	if l.clock == nil {
-		l.start = time.Now()
-		// Not inside a testing/synctest bubble, whose fake time the
-		// counter would not follow.
-		l.tsc = tsc.Usable() && !tsc.FakeTime()
-		l.startTSC = tsc.Since(l.start)
-	} else {
-		l.start = l.clock.Now()
+	var ordered func() time.Time
+	if c, ok := l.clock.(orderedClock); ok {
+		ordered = c.nowOrdered
 	}
-	_, ordered := l.clock.(orderedClock)
-	l.unordered = l.tsc || ordered
+	l.sw = tsc.NewStopwatch(l.clock, ordered) // a nil clock: the process's
 	l.slack = l.ticks(tsc.ReorderSlack)
 	l.e = build(float64(time.Second / l.tick))
 	l.nextFree.Store(l.e.NextFreeTicket())
@@ -127,43 +115,27 @@ var errZero = fmt.Errorf("%w: ratelimit.Limiter (use NewBursty or NewWarmingUp)"
 // divide by the zero tick.
 func (l *Limiter) made() bool { return l.tick != 0 }
 
-// elapsed reads the clock once: the time since the limiter's origin.
+// elapsed reads the clock once: the time since the limiter's origin,
+// unordered (tsc.Stopwatch).
 //
-// With the default clock, where the processor's time-stamp counter is the
-// kernel's clocksource (internal/tsc), the reading is the counter read
-// without a fence, about a third of what time.Since costs (internal/tsc's
-// BenchmarkClock), but the processor may take it a little before the
-// memory references that precede it (a fraction of a microsecond). For a
-// grant that is harmless: the call is served as if it had come at the
-// moment of the reading, a moment that did pass, so the rate holds over
-// the readings, and over real time to within the rate times that
-// fraction; and a reading older than the state is read again anyway
-// (rereadIfStale). A refusal must not rest on a time read before the state
-// it refuses on (the state may be another caller's booking from a later
-// moment), so every refusal that is not clear by more than
-// tsc.ReorderSlack reads the clock again with elapsedOrdered (TryAcquire,
-// rereadIfStale).
-func (l *Limiter) elapsed() time.Duration {
-	if l.tsc {
-		return time.Duration(tsc.Now() - l.startTSC)
-	}
-	if l.clock == nil {
-		return time.Since(l.start)
-	}
-	return l.clock.Now().Sub(l.start)
-}
+// With the default clock, where the processor's time-stamp counter can be
+// read (internal/tsc), the reading is the counter read without a fence,
+// about a third of what time.Since costs (internal/tsc's BenchmarkClock),
+// but the processor may take it a little before the memory references that
+// precede it (a fraction of a microsecond). For a grant that is harmless:
+// the call is served as if it had come at the moment of the reading, a
+// moment that did pass, so the rate holds over the readings, and over real
+// time to within the rate times that fraction; and a reading older than
+// the state is read again anyway (rereadIfStale). A refusal must not rest
+// on a time read before the state it refuses on (the state may be another
+// caller's booking from a later moment), so every refusal that is not
+// clear by more than tsc.ReorderSlack reads the clock again with
+// elapsedOrdered (TryAcquire, rereadIfStale).
+func (l *Limiter) elapsed() time.Duration { return l.sw.ElapsedUnordered() }
 
 // elapsedOrdered is elapsed, read after every memory reference before it
 // has completed.
-func (l *Limiter) elapsedOrdered() time.Duration {
-	if l.tsc {
-		return time.Duration(tsc.NowOrdered() - l.startTSC)
-	}
-	if c, ok := l.clock.(orderedClock); ok {
-		return c.nowOrdered().Sub(l.start)
-	}
-	return l.elapsed()
-}
+func (l *Limiter) elapsedOrdered() time.Duration { return l.sw.ElapsedOrdered() }
 
 // ticks converts an elapsed time to engine ticks, truncating like Guava's
 // readMicros.
@@ -246,7 +218,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 		wait := l.duration(sat.Wait(l.e.NextFreeTicket(), now))
 		// deadline.Sub saturates; (deadline − start) − el could
 		// overflow with the two far apart on either side of the origin.
-		if wait > 0 && wait > deadline.Sub(l.start.Add(el)) {
+		if wait > 0 && wait > deadline.Sub(l.sw.Start().Add(el)) {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("ratelimit: waiting %v would exceed the context deadline: %w", wait, context.DeadlineExceeded)
 		}
@@ -295,7 +267,7 @@ func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
 		// With the unordered counter (elapsed), the reading may precede
 		// the load: refuse at once only if the debt is clear by more
 		// than tsc.ReorderSlack, else read the clock again, in order.
-		if !l.unordered || nextFree-to-now > l.slack {
+		if !l.sw.ReadsEarly() || nextFree-to-now > l.slack {
 			return false
 		}
 		el = l.elapsedOrdered()

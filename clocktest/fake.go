@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/sat"
 )
 
 // Epoch is where every Fake and Manual clock starts: 2000-01-01 00:00:00
@@ -128,12 +130,5 @@ func FormatSeconds(d time.Duration) string {
 }
 
 func addSaturated(a, b time.Duration) time.Duration {
-	s := a + b
-	if b > 0 && s < a {
-		return math.MaxInt64
-	}
-	if b < 0 && s > a {
-		return math.MinInt64
-	}
-	return s
+	return time.Duration(sat.Add(int64(a), int64(b)))
 }

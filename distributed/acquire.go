@@ -98,7 +98,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int, timeout time.Duratio
 		now := begin // the hot path reads the clock once
 		if iter > 0 {
 			now = l.elapsed()
-		} else if l.unordered && now+tsc.ReorderSlack >= l.nextLapse {
+		} else if l.sw.ReadsEarly() && now+tsc.ReorderSlack >= l.nextLapse {
 			// A tranche lapses about now: decide on an ordered reading.
 			now = reread()
 		}
@@ -107,7 +107,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int, timeout time.Duratio
 			limit = max(latest, now)
 		}
 		at, taken, ok, enough := l.takeLocked(n, now, limit)
-		if !ok && iter == 0 && l.unordered {
+		if !ok && iter == 0 && l.sw.ReadsEarly() {
 			// Refuse, fail or ask Redis only on an ordered reading
 			// (elapsedFast): decide again on one. (A wait computed on
 			// the unordered reading is at most a fraction of a

@@ -116,41 +116,52 @@ func (l *Limiter) refundArgsLocked(n, configVersion int64, leave bool) []any {
 // call runs lease.lua once, bounded by the call timeout (redisscript.Call:
 // in a goroutine of its own, tracked by l.wg, which Close waits for, so
 // the bound holds even with a client whose socket timeouts ignore
-// contexts). Errors are sorted by redisscript.Classify: an outage is
-// returned as it is (the caller falls back), a misconfiguration, a panic
-// of the client and a reply nothing here expects (a bug, or a server that
-// runs the script otherwise than Redis) wrap ErrMisconfigured: no retry
-// is known to fix them, and failing open on them would let a fleet run
-// alone, sharing nothing, for as long as it lives.
+// contexts). Errors are sorted by redisscript.Classify: an outage matches
+// ErrUnavailable (the caller falls back; ErrCallTimeout too when the call
+// timed out); a misconfiguration, a panic of the client and a reply
+// nothing here expects (a bug, or a server that runs the script otherwise
+// than Redis) match ErrMisconfigured: no retry is known to fix them, and
+// failing open on them would let a fleet run alone, sharing nothing, for
+// as long as it lives.
 func (l *Limiter) call(args []any) (reply, error) {
 	v, err := redisscript.Call(context.Background(), l.cfg.callTimeout, false, &l.wg, l.gate, func(ctx context.Context) (any, error) {
 		return leaseScript.Run(ctx, l.client, l.keys, args...).Result()
 	})
 	if err != nil {
-		switch redisscript.Classify(err) {
+		e := &redisscript.Error{Room: room, Class: redisscript.Classify(err), Err: err}
+		switch e.Class {
 		case redisscript.Misconfigured, redisscript.Bug:
-			return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, err)
+			e.Class = redisscript.Misconfigured
+		case redisscript.Outage:
+			if errors.Is(err, redisscript.ErrTimeout) {
+				// ErrTimeout keeps the client's error as text only, so
+				// this does not match context.DeadlineExceeded: the
+				// deadline was the limiter's, not the caller's.
+				e.Kind = ErrCallTimeout
+			}
 		}
-		if errors.Is(err, redisscript.ErrTimeout) {
-			// ErrTimeout keeps the client's error as text only, so
-			// this does not match context.DeadlineExceeded: the
-			// deadline was the limiter's, not the caller's.
-			return reply{}, fmt.Errorf("distributed: redis call: %w: %w", ErrCallTimeout, err)
-		}
-		return reply{}, fmt.Errorf("distributed: redis call: %w", err)
+		return reply{}, e
 	}
 	r, err := parseReply(v)
 	if err != nil {
-		return reply{}, fmt.Errorf("%w: %w", ErrMisconfigured, err)
+		return reply{}, misconfigured(nil, err)
 	}
 	if r.refused {
-		// Wrapping ErrMisconfigured: no fallback admits at a safe rate
-		// what the fleet's limit was never meant to hold.
-		err = fmt.Errorf("%w: %w: %s holds %s/s %s, unit %q; this limiter is %s/s %s, unit %q",
-			ErrMisconfigured, ErrNameMismatch, l.keys[0], f64(r.rate), kindName(r.storedKind), r.storedUnit,
-			f64(l.asked0), kindName(l.kind), l.cfg.unit)
+		// Misconfigured: no fallback admits at a safe rate what the
+		// fleet's limit was never meant to hold.
+		err = misconfigured(ErrNameMismatch, fmt.Errorf("%s holds %s/s %s, unit %q; this limiter is %s/s %s, unit %q",
+			l.keys[0], f64(r.rate), kindName(r.storedKind), r.storedUnit, f64(l.asked0), kindName(l.kind), l.cfg.unit))
 	}
 	return r, err
+}
+
+// room names this package in its Redis errors.
+const room = "distributed"
+
+// misconfigured is a Redis error no retry fixes, matching kind too (nil:
+// none).
+func misconfigured(kind, cause error) error {
+	return &redisscript.Error{Room: room, Class: redisscript.Misconfigured, Kind: kind, Err: cause}
 }
 
 // isMisconfiguration reports whether err, an error of a Redis client, is

@@ -13,36 +13,12 @@ import (
 
 // localClock is a Limiter's own time line: durations since New, on the
 // clock of WithLocalClock or, by default, on the processor's counter or the
-// monotonic clock. It measures lease lifetimes, waits and demand; the
-// fleet's rate runs on Redis's clock, never on this one. Set by New, then
-// only read.
+// monotonic clock (tsc.Stopwatch). It measures lease lifetimes, waits and
+// demand; the fleet's rate runs on Redis's clock, never on this one. Set by
+// New, then only read.
 type localClock struct {
 	clock ratelimit.Clock // nil: the time package
-	start time.Time
-	// tsc: the clock is the processor's counter (internal/tsc: clock nil,
-	// the counter usable, time not fake); startTSC is start on it.
-	tsc      bool
-	startTSC int64
-	// unordered: elapsedFast may read a time from before the state it is
-	// compared with (the counter, or a test's orderedClock), so the hot
-	// path reads the clock again with elapsed before anything but a grant.
-	unordered bool
-}
-
-// elapsed reads the local clock: the time since the limiter was made.
-// With the default clock it is read in order, after every memory reference
-// before it (see elapsedFast).
-func (l *localClock) elapsed() time.Duration {
-	if l.tsc {
-		return time.Duration(tsc.NowOrdered() - l.startTSC)
-	}
-	if l.clock == nil {
-		return time.Since(l.start)
-	}
-	if c, ok := l.clock.(orderedClock); ok {
-		return c.nowOrdered().Sub(l.start)
-	}
-	return l.clock.Now().Sub(l.start)
+	sw    tsc.Stopwatch
 }
 
 // orderedClock is a Clock whose Now, like the counter's unordered reading,
@@ -54,9 +30,26 @@ type orderedClock interface {
 	nowOrdered() time.Time
 }
 
-// elapsedFast is elapsed for the hot path's first reading: with the
-// default clock, where the processor's counter is the kernel's clock, the
-// counter read without a fence (about a third of what time.Since costs:
+// startClock starts the time line on clock (nil, or SystemClock: the
+// process's).
+func startClock(clock ratelimit.Clock) localClock {
+	if _, ok := clock.(ratelimit.SystemClock); ok {
+		clock = nil
+	}
+	var ordered func() time.Time
+	if c, ok := clock.(orderedClock); ok {
+		ordered = c.nowOrdered
+	}
+	return localClock{clock: clock, sw: tsc.NewStopwatch(clock, ordered)}
+}
+
+// elapsed reads the local clock in order, after every memory reference
+// before it: the time since the limiter was made.
+func (l *localClock) elapsed() time.Duration { return l.sw.ElapsedOrdered() }
+
+// elapsedFast is elapsed for the hot path's first reading, unordered: with
+// the default clock, where the processor's counter can be read, the counter
+// read without a fence (about a third of what time.Since costs:
 // internal/tsc's BenchmarkClock), which the processor may take a little
 // before the memory references that precede it (as the root Limiter does:
 // ratelimit.Limiter's elapsed).
@@ -65,15 +58,7 @@ type orderedClock interface {
 // clock again with elapsed. A grant that must wait for its permits waits
 // from the unordered reading: at most a fraction of a microsecond longer,
 // never less.
-func (l *localClock) elapsedFast() time.Duration {
-	if l.tsc {
-		return time.Duration(tsc.Now() - l.startTSC)
-	}
-	if l.clock != nil {
-		return l.clock.Now().Sub(l.start)
-	}
-	return l.elapsed()
-}
+func (l *localClock) elapsedFast() time.Duration { return l.sw.ElapsedUnordered() }
 
 // localDeadline converts ctx's deadline to the local time line.
 func (l *localClock) localDeadline(ctx context.Context, now time.Duration) time.Duration {

@@ -22,14 +22,14 @@ func TestCounterClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.tsc != tsc.Usable() {
-		t.Fatalf("limiter reads the counter: %v; the counter is usable: %v", l.tsc, tsc.Usable())
+	if l.sw.Counter() != tsc.Usable() {
+		t.Fatalf("limiter reads the counter: %v; the counter is usable: %v", l.sw.Counter(), tsc.Usable())
 	}
 	const tol = 20 * time.Microsecond
 	for range 100_000 {
-		before := time.Since(l.start)
+		before := time.Since(l.sw.Start())
 		a, b := l.elapsedFast(), l.elapsed()
-		after := time.Since(l.start)
+		after := time.Since(l.sw.Start())
 		if a < before-tol || a > after+tol || b < before-tol || b > after+tol {
 			t.Fatalf("elapsedFast() = %v, elapsed() = %v; time.Since read %v before and %v after", a, b, before, after)
 		}
@@ -41,7 +41,7 @@ func TestCounterClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.tsc {
+		if l.sw.Counter() {
 			t.Fatal("a limiter made in a synctest bubble reads the counter")
 		}
 		before := l.elapsed()
@@ -84,7 +84,7 @@ func TestStaleReadingNeverDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.unordered {
+	if !l.sw.ReadsEarly() {
 		t.Fatal("a limiter on an orderedClock does not read its clock again")
 	}
 	clk.t = clk.t.Add(time.Second)

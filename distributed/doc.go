@@ -112,7 +112,7 @@
 // The module's one convention: a nil option, an option with an invalid
 // value and options that do not go together (WithColdFactor without
 // WithWarmup, WithSafeRate with FailClosed) are errors returned by New,
-// wrapping ratelimit.ErrInvalidOption and the sentinel of the value
+// wrapping this package's ErrInvalidOption and the sentinel of the value
 // (ErrInvalidLease, ratelimit.ErrInvalidBurst, ...). WithLocalClock is not
 // the root package's WithClock: the fleet's rate runs on Redis's clock,
 // and this one only measures local durations.

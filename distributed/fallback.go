@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // health is whether Redis answers this process, and the local limiter
@@ -25,6 +26,20 @@ type health struct {
 	rtt          time.Duration // decaying maximum of the round trip
 }
 
+// unavailable is the error of a call refused while Redis is away: the last
+// call's error (an outage, matching ErrUnavailable), with why after it.
+func unavailable(last error, why string) error {
+	var e *redisscript.Error
+	if !errors.As(last, &e) || e.Class != redisscript.Outage {
+		e = &redisscript.Error{Room: room, Class: redisscript.Outage, Err: last}
+	}
+	cause := errors.New(why)
+	if e.Err != nil {
+		cause = fmt.Errorf("%w (%s)", e.Err, why)
+	}
+	return &redisscript.Error{Room: e.Room, Class: e.Class, Kind: e.Kind, Err: cause}
+}
+
 // fallbackAcquire serves Acquire while Redis is away. Called with l.mu held;
 // returns with it released.
 func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Duration, error) {
@@ -35,13 +50,13 @@ func (l *Limiter) fallbackAcquire(ctx context.Context, permits int) (time.Durati
 	if l.cfg.policy == FailClosed {
 		err := l.lastErr
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return 0, unavailable(err, "the limiter fails closed")
 	}
 	fb := l.fallbackLocked()
 	if fb == nil {
 		err := l.lastErr
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: no fallback rate (Redis has not answered yet, so the fleet's size is unknown, and no safe rate is set): %w", ErrUnavailable, err)
+		return 0, unavailable(err, "no fallback rate: Redis has not answered yet, so the fleet's size is unknown, and no safe rate is set")
 	}
 	l.mu.Unlock()
 	w, err := fb.Acquire(ctx, permits)

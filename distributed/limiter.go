@@ -16,7 +16,6 @@ import (
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/check"
 	"github.com/smoothrate/ratelimit/internal/redisscript"
-	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
 var _ ratelimit.Acquirer = (*Limiter)(nil)
@@ -104,7 +103,7 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	l := &Limiter{
 		identity:   identity{client: client, gate: redisscript.NewGate(client, cfg.callTimeout), keys: keysOf(name), kind: "b", asked0: permitsPerSecond},
 		cfg:        cfg,
-		localClock: localClock{clock: cfg.clock},
+		localClock: startClock(cfg.clock),
 		fleet:      fleet{rate: permitsPerSecond},
 		nextLapse:  math.MaxInt64,
 		health:     health{healthy: true},
@@ -113,18 +112,6 @@ func New(client redis.UniversalClient, name string, permitsPerSecond float64, op
 	if cfg.setWarmup {
 		l.kind = "w"
 	}
-	if _, ok := l.clock.(ratelimit.SystemClock); ok {
-		l.clock = nil
-	}
-	if l.clock == nil {
-		l.start = time.Now()
-		l.tsc = tsc.Usable() && !tsc.FakeTime()
-		l.startTSC = tsc.Since(l.start)
-	} else {
-		l.start = l.clock.Now()
-	}
-	_, ordered := l.clock.(orderedClock)
-	l.unordered = l.tsc || ordered
 	if cfg.logger != nil && !contextTimeoutEnabled(client) {
 		cfg.logger.Warn("distributed: the redis client does not set ContextTimeoutEnabled: a call to a server that hangs outlives the call timeout, until the client's ReadTimeout, and Close waits for it",
 			"limiter", name, "callTimeout", cfg.callTimeout)

@@ -32,12 +32,12 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"NaN rate", c, "x", math.NaN(), nil, ratelimit.ErrInvalidRate},
 		{"negative warmup", c, "x", 1, []Option{WithWarmup(-1)}, ratelimit.ErrInvalidWarmup},
 		{"cold factor", c, "x", 1, []Option{WithWarmup(time.Second), WithColdFactor(0.5)}, ratelimit.ErrInvalidColdFactor},
-		{"cold without warmup", c, "x", 1, []Option{WithColdFactor(2)}, ratelimit.ErrInvalidOption},
-		{"burst on warmup", c, "x", 1, []Option{WithWarmup(time.Second), WithMaxBurstSeconds(2)}, ratelimit.ErrInvalidOption},
+		{"cold without warmup", c, "x", 1, []Option{WithColdFactor(2)}, ErrInvalidOption},
+		{"burst on warmup", c, "x", 1, []Option{WithWarmup(time.Second), WithMaxBurstSeconds(2)}, ErrInvalidOption},
 		{"burst NaN", c, "x", 1, []Option{WithMaxBurstSeconds(math.NaN())}, ratelimit.ErrInvalidBurst},
 		{"lease 0", c, "x", 1, []Option{WithLeaseDuration(0)}, ErrInvalidLease},
 		{"validity", c, "x", 1, []Option{WithLeaseValidity(-time.Second)}, ErrInvalidLease},
-		{"timeout", c, "x", 1, []Option{WithCallTimeout(0)}, ErrInvalidLease},
+		{"timeout", c, "x", 1, []Option{WithCallTimeout(0)}, ErrInvalidOption},
 		{"safe rate", c, "x", 1, []Option{WithSafeRate(-1)}, ErrInvalidLease},
 		{"pid", c, "x", 1, []Option{WithProcessID("a b")}, ErrInvalidProcessID},
 		{"clock", c, "x", 1, []Option{WithLocalClock(nil)}, ratelimit.ErrInvalidClock},
@@ -45,17 +45,26 @@ func TestNewRejectsBadInput(t *testing.T) {
 		// == nil but panics on its first Now; this package's copy of the
 		// check had drifted and let it through. They now share one.
 		{"typed nil clock", c, "x", 1, []Option{WithLocalClock((*clocktest.Fake)(nil))}, ratelimit.ErrInvalidClock},
-		// The module's one option convention.
-		{"nil option", c, "x", 1, []Option{nil}, ratelimit.ErrInvalidOption},
-		{"bad value is an invalid option", c, "x", 1, []Option{WithLeaseDuration(0)}, ratelimit.ErrInvalidOption},
-		{"unknown policy", c, "x", 1, []Option{WithFailurePolicy(7)}, ratelimit.ErrInvalidOption},
-		{"safe rate when closed", c, "x", 1, []Option{WithFailurePolicy(FailClosed), WithSafeRate(5)}, ratelimit.ErrInvalidOption},
+		// The module's one option convention: this package's own
+		// ErrInvalidOption.
+		{"nil option", c, "x", 1, []Option{nil}, ErrInvalidOption},
+		{"bad value is an invalid option", c, "x", 1, []Option{WithLeaseDuration(0)}, ErrInvalidOption},
+		{"unknown policy", c, "x", 1, []Option{WithFailurePolicy(7)}, ErrInvalidOption},
+		{"safe rate when closed", c, "x", 1, []Option{WithFailurePolicy(FailClosed), WithSafeRate(5)}, ErrInvalidOption},
 	}
 	for _, tc := range cases {
 		l, err := New(tc.client, tc.lname, tc.rate, tc.opts...)
 		if !errors.Is(err, tc.want) || l != nil {
 			t.Errorf("%s: got (%v, %v), want an error wrapping %v", tc.name, l, err, tc.want)
 		}
+		if errors.Is(err, ratelimit.ErrInvalidOption) {
+			t.Errorf("%s: %v matches the root package's ErrInvalidOption, not only this package's", tc.name, err)
+		}
+	}
+	// A call timeout bounds a round trip: a bad one is a bad option, not a
+	// bad lease.
+	if _, err := New(c, "x", 1, WithCallTimeout(-time.Second)); errors.Is(err, ErrInvalidLease) {
+		t.Errorf("WithCallTimeout(-1s): %v matches ErrInvalidLease", err)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 
 // An Option configures a Limiter made by New. A nil option, an option with
 // an invalid value and options that do not go together (WithColdFactor
-// without WithWarmup, say) are errors, returned by New and wrapping
-// ratelimit.ErrInvalidOption (and the sentinel of the value, such as
+// without WithWarmup, say) are errors, returned by New and wrapping this
+// package's ErrInvalidOption (and the sentinel of the value, such as
 // ErrInvalidLease), as everywhere in this module.
 type Option interface {
 	apply(*config) error
@@ -95,20 +95,20 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	for _, o := range opts {
 		if o == nil {
-			return config{}, fmt.Errorf("%w: nil option", ratelimit.ErrInvalidOption)
+			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
 		if err := o.apply(&c); err != nil {
-			return config{}, check.Option(ratelimit.ErrInvalidOption, err)
+			return config{}, check.Option(ErrInvalidOption, err)
 		}
 	}
 	if c.setSafeRate && c.policy == FailClosed {
-		return config{}, fmt.Errorf("%w: WithSafeRate does not apply to the FailClosed policy", ratelimit.ErrInvalidOption)
+		return config{}, fmt.Errorf("%w: WithSafeRate does not apply to the FailClosed policy", ErrInvalidOption)
 	}
 	if c.setWarmup && c.setBurst {
-		return config{}, fmt.Errorf("%w: WithMaxBurstSeconds does not apply to a warming-up limiter", ratelimit.ErrInvalidOption)
+		return config{}, fmt.Errorf("%w: WithMaxBurstSeconds does not apply to a warming-up limiter", ErrInvalidOption)
 	}
 	if c.setCold && !c.setWarmup {
-		return config{}, fmt.Errorf("%w: WithColdFactor does not apply without WithWarmup", ratelimit.ErrInvalidOption)
+		return config{}, fmt.Errorf("%w: WithColdFactor does not apply without WithWarmup", ErrInvalidOption)
 	}
 	if c.leaseValidity == 0 {
 		c.leaseValidity = max(time.Second, 10*c.leaseDuration)
@@ -220,7 +220,7 @@ func WithLeaseValidity(d time.Duration) Option {
 func WithCallTimeout(d time.Duration) Option {
 	return optionFunc(func(cfg *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: call timeout %v", ErrInvalidLease, d)
+			return fmt.Errorf("%w: call timeout %v must be positive", ErrInvalidOption, d)
 		}
 		cfg.callTimeout = d
 		return nil
@@ -233,7 +233,7 @@ func WithCallTimeout(d time.Duration) Option {
 func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(cfg *config) error {
 		if p != FailOpen && p != FailClosed {
-			return fmt.Errorf("%w: failure policy %d", ratelimit.ErrInvalidOption, p)
+			return fmt.Errorf("%w: failure policy %d", ErrInvalidOption, p)
 		}
 		cfg.policy = p
 		return nil

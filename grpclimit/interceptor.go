@@ -166,11 +166,8 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 
 // decide asks the store about every limit, in one call.
 func (in *Interceptor) decide(ctx context.Context, method string, cost int) ([]throttle.Decision, error) {
-	if in.c.StoreTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, in.c.StoreTimeout)
-		defer cancel()
-	}
+	ctx, cancel := in.c.Bound(ctx) // WithStoreTimeout
+	defer cancel()
 	limits := in.c.Limits
 	var arr [128]byte
 	if len(limits) == 1 {

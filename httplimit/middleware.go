@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,12 +86,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // decide asks the store about every limit, in one call; the decisions go
 // in buf when they fit.
 func (m *middleware) decide(r *http.Request, cost int, buf []throttle.Decision) ([]throttle.Decision, error) {
-	ctx := r.Context()
-	if m.StoreTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, m.StoreTimeout)
-		defer cancel()
-	}
+	ctx, cancel := m.Bound(r.Context()) // WithStoreTimeout
+	defer cancel()
 	if len(m.Limits) == 1 {
 		var arr [96]byte
 		key := string(m.appendKey(arr[:0], &m.Limits[0], r))

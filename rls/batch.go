@@ -2,11 +2,12 @@ package rls
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // windowBatcher sends the windows of concurrent calls to one Redis server
@@ -36,7 +37,8 @@ type windowBatcher struct {
 // windowReq is one call's windows, waiting for their batch.
 type windowReq struct {
 	ctx      context.Context
-	deadline time.Time // the caller's bound besides ctx's (zero: none)
+	deadline time.Time     // the caller's bound besides ctx's (zero: none)
+	timeout  time.Duration // the bound's length, for its error
 	ops      []windowOp
 	done     chan error // buffered: the batch never waits on a caller
 }
@@ -64,12 +66,13 @@ const batchRunners = 1
 var windowReqPool = sync.Pool{New: func() any { return &windowReq{done: make(chan error, 1)} }}
 
 // windows runs ops in the next batch and returns when they are counted, or
-// ctx ends, or timeout (if not 0) passes (ErrUnavailable), whichever comes
-// first. A caller that gives up leaves its ops to the batch, which may
-// still count them, as a round trip cut short by a timeout may have.
+// ctx ends, or timeout (if not 0) passes (an outage: ErrUnavailable),
+// whichever comes first. A caller that gives up leaves its ops to the
+// batch, which may still count them, as a round trip cut short by a
+// timeout may have.
 func (b *windowBatcher) windows(ctx context.Context, ops []windowOp, timeout time.Duration) error {
 	r := windowReqPool.Get().(*windowReq)
-	r.ctx, r.ops, r.deadline = ctx, ops, time.Time{}
+	r.ctx, r.ops, r.deadline, r.timeout = ctx, ops, time.Time{}, timeout
 	var expired <-chan time.Time
 	if timeout > 0 {
 		r.deadline = time.Now().Add(timeout)
@@ -94,19 +97,20 @@ func (b *windowBatcher) windows(ctx context.Context, ops []windowOp, timeout tim
 		windowReqPool.Put(r) // only once answered: its channel is empty
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return classify(ctx, ctx.Err())
 	case <-expired:
-		return fmt.Errorf("%w: %w", ErrUnavailable, context.DeadlineExceeded)
+		return classify(ctx, redisscript.TimeoutAfter(timeout))
 	}
 }
 
-// gone reports whether r's caller has stopped waiting, and its error.
+// gone reports whether r's caller has stopped waiting, with the error it
+// was answered: its context's end, or its bound's (an outage).
 func (r *windowReq) gone(now time.Time) error {
 	if err := r.ctx.Err(); err != nil {
-		return err
+		return classify(r.ctx, err)
 	}
 	if !r.deadline.IsZero() && !now.Before(r.deadline) {
-		return context.DeadlineExceeded
+		return classify(r.ctx, redisscript.TimeoutAfter(r.timeout))
 	}
 	return nil
 }
@@ -162,9 +166,9 @@ func (b *windowBatcher) send(batch []*windowReq) {
 	now := time.Now()
 	for _, r := range batch {
 		if err := r.gone(now); err != nil {
-			// Answered UNAVAILABLE (or about to be): its hits are
-			// not sent.
-			r.done <- fmt.Errorf("%w: %w", ErrUnavailable, err)
+			// Answered already (or about to be): its hits are not
+			// sent.
+			r.done <- err
 			continue
 		}
 		live = append(live, r)
@@ -203,12 +207,18 @@ func (b *windowBatcher) send(batch []*windowReq) {
 	keyNames, args := scriptArgs(ops, b.mode, calls...)
 	v, err := windowsScript.Run(ctx, b.client, keyNames, args...).Int64Slice()
 	if err == nil && len(v) != len(ops) {
-		err = fmt.Errorf("%w: the windows script answered %d counts for %d keys", ErrMisconfigured, len(v), len(ops))
+		err = misconfigured("the windows script answered %d counts for %d keys", len(v), len(ops))
 	}
 	if err != nil {
-		err = classify(err)
+		err = classify(ctx, err)
+		ended := ctx.Err() != nil // the batch's deadline, its callers' latest
+		now := time.Now()
 		for _, r := range live {
-			r.done <- err
+			if gone := r.gone(now); ended && gone != nil {
+				r.done <- gone // as it would have been answered
+			} else {
+				r.done <- err
+			}
 		}
 		return
 	}

@@ -503,7 +503,7 @@ func newLimit(y *yamlRateLimit, inList bool) (*limitSpec, bool, error) {
 			if a == throttle.SlidingLog && l.RequestsPerUnit > throttle.MaxLogCount {
 				return nil, false, fmt.Errorf("algorithm sliding-log keeps one entry per request: requests_per_unit %d is above %d", l.RequestsPerUnit, throttle.MaxLogCount)
 			}
-			if err := checkLimit(a, throttle.Limit{Count: int(l.RequestsPerUnit), Period: l.period()}); err != nil {
+			if err := (throttle.Limit{Count: int(l.RequestsPerUnit), Period: l.period()}).Validate(a); err != nil {
 				return nil, false, fmt.Errorf("algorithm %s: %v", a, err)
 			}
 		}

@@ -138,6 +138,7 @@ func newThrottleMemory(opts ...throttle.StoreOption) (*throttle.MemoryStore, err
 
 func (s *MemoryStore) now() time.Time         { return s.clock() }
 func (s *MemoryStore) limits() throttle.Store { return s.lim }
+func (s *MemoryStore) traits() storeTraits    { return storeTraits{prefix: s.cfg.prefix, oneSlot: true} }
 
 // Stats returns the store's counters. It locks one shard at a time, so the
 // figures of a store in use are not one instant's.
@@ -164,7 +165,9 @@ func windowCost(key string) int { return len(key) + WindowOverhead }
 const ctxEvery = 256
 
 // cancelled is the error of a call whose context ended in the store.
-func cancelled(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
+// A store timeout (the Service's bound) is an outage; the caller's own end
+// is ErrStore with the context's error.
+func cancelled(ctx context.Context) error { return classify(ctx, ctx.Err()) }
 
 func (s *MemoryStore) windows(ctx context.Context, ops []windowOp, mode countMode) error {
 	now := s.clock().Unix()
@@ -175,7 +178,7 @@ func (s *MemoryStore) windows(ctx context.Context, ops []windowOp, mode countMod
 	for i := range ops {
 		if i%ctxEvery == ctxEvery-1 {
 			if err := ctx.Err(); err != nil {
-				return cancelled(err)
+				return cancelled(ctx)
 			}
 		}
 		op := &ops[i]
@@ -209,7 +212,7 @@ func (s *MemoryStore) whole(ctx context.Context, ops []windowOp) error {
 		shards |= 1 << (fnv32(ops[i].key) % memShards)
 	}
 	if err := ctx.Err(); err != nil {
-		return cancelled(err)
+		return cancelled(ctx)
 	}
 	for i := range s.shards {
 		if shards&(1<<i) != 0 {
@@ -234,7 +237,7 @@ func (s *MemoryStore) whole(ctx context.Context, ops []windowOp) error {
 	for i := range ops {
 		if i%ctxEvery == ctxEvery-1 {
 			if err := ctx.Err(); err != nil {
-				return cancelled(err) // nothing written yet
+				return cancelled(ctx) // nothing written yet
 			}
 		}
 		op := &ops[i]

@@ -1,9 +1,12 @@
 package rls
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // An Option configures a Service. Bad values and nil options are reported
@@ -53,6 +56,7 @@ const DefaultNearLimitRatio = 0.8
 // serviceConfig holds every Service knob; buildConfig sets the defaults.
 type serviceConfig struct {
 	storeTimeout       time.Duration
+	storeBound         redisscript.Bound // storeTimeout's, made once
 	maxDescriptors     int
 	maxDescriptorBytes int
 	maxSeries          int
@@ -82,6 +86,7 @@ func buildConfig(opts []Option) (serviceConfig, error) {
 	if c.onlyAdmitted {
 		c.mode = countWhole
 	}
+	c.storeBound = redisscript.NewBound(c.storeTimeout)
 	return c, errors.Join(c.errs...)
 }
 
@@ -149,7 +154,8 @@ func WithMaxDescriptorBytes(n int) Option {
 // than a 256th of it or 64 bytes, whichever is more (defaults
 // DefaultMaxMetricSeries and DefaultMaxMetricLabelBytes: 4096 series, 1
 // MiB, labels of up to 4 KiB; both at least 1); past any bound, a new one
-// is counted in the kind's "(other)" series. The series of the
+// is counted in the kind's "(other)" series (for rules, its domain's
+// OtherRuleKey, "domain.(other)"). The series of the
 // configuration's own rules are never folded. The reference keeps one
 // series per value, without bound.
 func WithMetricSeriesLimit(series, bytes int) Option {
@@ -170,9 +176,9 @@ func WithMetricSeriesLimit(series, bytes int) Option {
 func WithRateLimitHeaders(limit, remaining, reset string) Option {
 	return optionFunc(func(c *serviceConfig) {
 		c.headers = true
-		c.limitHeader = cmpOr(limit, DefaultLimitHeader)
-		c.remainingHeader = cmpOr(remaining, DefaultRemainingHeader)
-		c.resetHeader = cmpOr(reset, DefaultResetHeader)
+		c.limitHeader = cmp.Or(limit, DefaultLimitHeader)
+		c.remainingHeader = cmp.Or(remaining, DefaultRemainingHeader)
+		c.resetHeader = cmp.Or(reset, DefaultResetHeader)
 	})
 }
 
@@ -211,11 +217,4 @@ func WithNearLimitRatio(r float32) Option {
 // answers OK overall (the reference's SHADOW_MODE).
 func WithGlobalShadowMode() Option {
 	return optionFunc(func(c *serviceConfig) { c.globalShadowMode = true })
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package rls
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/internal/sat"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -115,6 +115,10 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 func (s *RedisStore) now() time.Time         { return s.clock() }
 func (s *RedisStore) limits() throttle.Store { return s.lim }
 
+func (s *RedisStore) traits() storeTraits {
+	return storeTraits{prefix: s.cfg.prefix, remote: true, oneSlot: !s.sharded, timedWindows: s.batch[0] != nil}
+}
+
 // Check asks Redis whether the store can work: it runs the windows' script
 // on a key of its own without counting anything. A wrong password or
 // database, or a Cluster answered as a single server, is an error wrapping
@@ -142,7 +146,7 @@ func (s *RedisStore) windowsWithin(ctx context.Context, ops []windowOp, mode cou
 		pending = make([]windowOp, 0, len(ops))
 		for i := range ops {
 			if c, ok := s.refused.get(ops[i].key, now); ok && c > ops[i].limit {
-				ops[i].after, ops[i].cached = min(sat(c, ops[i].hits), maxCount), true
+				ops[i].after, ops[i].cached = min(sat.AddUint(c, ops[i].hits), maxCount), true
 				continue
 			}
 			idx = append(idx, i)
@@ -203,7 +207,7 @@ func (s *RedisStore) send(ctx context.Context, ops []windowOp, mode countMode, t
 	if b == nil || len(ops) > maxBatchKeys {
 		if timeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = redisscript.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
 		timeout = 0
@@ -238,7 +242,7 @@ func (s *RedisStore) runAlone(ctx context.Context, ops []windowOp, mode countMod
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return cancelled(ctx.Err())
+		return cancelled(ctx)
 	}
 }
 
@@ -265,7 +269,7 @@ func (s *RedisStore) runChunks(ctx context.Context, ops []windowOp, mode countMo
 func chunks(ctx context.Context, ops []windowOp, f func([]windowOp) error) error {
 	for len(ops) > 0 {
 		if err := ctx.Err(); err != nil {
-			return cancelled(err)
+			return cancelled(ctx)
 		}
 		n := min(len(ops), maxBatchKeys)
 		if err := f(ops[:n]); err != nil {
@@ -332,7 +336,7 @@ func (s *RedisStore) runOne(ctx context.Context, ops []windowOp, mode string, ca
 	keys, args := scriptArgs(ops, mode, calls...)
 	v, err := windowsScript.Run(ctx, s.client, keys, args...).Int64Slice()
 	if err != nil {
-		return classify(err)
+		return classify(ctx, err)
 	}
 	return fill(ops, v)
 }
@@ -373,34 +377,28 @@ func (s *RedisStore) runPipelined(ctx context.Context, ops []windowOp, mode stri
 	for i, c := range cmds {
 		v, e := c.Int64Slice()
 		if e != nil {
-			return classify(e)
+			return classify(ctx, e)
 		}
 		if e := fill(ops[i:i+1], v); e != nil {
 			return e
 		}
 	}
-	return classify(err)
+	return classify(ctx, err)
 }
 
 func fill(ops []windowOp, v []int64) error {
 	if len(v) != len(ops) {
-		return fmt.Errorf("%w: the windows script answered %d counts for %d keys", ErrMisconfigured, len(v), len(ops))
+		return misconfigured("the windows script answered %d counts for %d keys", len(v), len(ops))
 	}
 	for i := range ops {
 		if v[i] < 0 {
-			return fmt.Errorf("%w: window %q holds something other than a count", ErrMisconfigured, ops[i].key)
+			return misconfigured("window %q holds something other than a count", ops[i].key)
 		}
 		ops[i].after = uint64(v[i])
 	}
 	return nil
 }
 
-// classify wraps a Redis error in ErrStore and, by the project's one
-// mapping (redisscript.Sentinel), ErrUnavailable (no answer: the network,
-// a timeout, a server loading or failing over) or ErrMisconfigured (an
-// answer no retry will change: authentication, a database or cluster mode
-// the server lacks, a key of another type); a bug or a cancelled call
-// wraps neither.
 // enter passes the gate: at once while Redis is known to be reachable;
 // otherwise after the gate's probe, waiting no longer than ctx and timeout
 // allow.
@@ -410,27 +408,36 @@ func (s *RedisStore) enter(ctx context.Context, timeout time.Duration) error {
 	}
 	if timeout > 0 && s.batch[0] != nil { // windowsWithin bounded ctx otherwise
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = redisscript.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if err := s.gate.Enter(ctx); err != nil {
-		if errors.Is(err, redisscript.ErrUnreachable) {
-			return classify(err)
-		}
-		return fmt.Errorf("%w: %w", ErrUnavailable, err) // as the batch's wait
-	}
-	return nil
+	return classify(ctx, s.gate.Enter(ctx))
 }
 
-func classify(err error) error {
-	class := redisscript.Classify(err)
-	if class == redisscript.OK {
-		return nil
-	}
-	if sentinel := redisscript.Sentinel(class, ErrUnavailable, ErrMisconfigured); sentinel != nil {
-		return fmt.Errorf("%w: %w: %w", sentinel, ErrStore, err)
-	}
-	return fmt.Errorf("%w: %w", ErrStore, err)
+// room names this package in its store errors.
+const room = "rls"
+
+// classify is err, a Redis call's under ctx, as this package's store error
+// (redisscript.Error: by the project's one classifier, ErrUnavailable for
+// no answer: the network, a timeout, a server loading, failing over or out
+// of memory; ErrMisconfigured for an answer no retry will change:
+// authentication, a database or cluster mode the server lacks, a key of
+// another type; ErrStore alone for a bug or the caller's own end). A call
+// that ended with ctx is classified by what ended ctx
+// (redisscript.Ended): the store timeout is an outage.
+func classify(ctx context.Context, err error) error {
+	return redisscript.Fail(room, redisscript.Ended(ctx, err))
+}
+
+// storeBug is the error of a state nothing here expects: it matches
+// ErrStore only, and is answered INTERNAL.
+func storeBug(format string, args ...any) error {
+	return &redisscript.Error{Room: room, Class: redisscript.Bug, Err: fmt.Errorf(format+" (a bug)", args...)}
+}
+
+// misconfigured is a store error no retry fixes.
+func misconfigured(format string, args ...any) error {
+	return &redisscript.Error{Room: room, Class: redisscript.Misconfigured, Err: fmt.Errorf(format, args...)}
 }
 
 // windowCache remembers windows over their limit, by key (the key names

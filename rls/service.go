@@ -21,6 +21,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/internal/sat"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -31,20 +33,21 @@ import (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	state atomic.Pointer[compiled]
-	store Store
-	redis bool // the store has round trips: bound them, run them at once
+	state  atomic.Pointer[compiled]
+	store  Store
+	prefix string // the store's key prefix
+	redis  bool   // the store has round trips: bound them, run them at once
 	// batch: the additions of all descriptors go to one AllowAll (a
 	// MemoryStore, or a Redis that is not a Cluster or a Ring, where keys
 	// of several descriptors may live in several slots).
 	batch bool
-	// boundedWindows: the store's windows call returns when its context
-	// ends, whatever the client does (a RedisStore that batches), so
+	// timedWindows: the store's windows call returns when its timeout
+	// passes, whatever the client does (a RedisStore that batches), so
 	// that a call with only windows runs it without a goroutine of its
-	// own.
-	boundedWindows *RedisStore
-	cfg            serviceConfig
-	metrics        metrics
+	// own; nil otherwise.
+	timedWindows timedWindows
+	cfg          serviceConfig
+	metrics      metrics
 }
 
 // compiled is a Config with the additions' limiters built over the store.
@@ -68,15 +71,12 @@ func New(cfg *Config, store Store, opts ...Option) (*Service, error) {
 		}
 		store = m
 	}
-	_, isMem := store.(*MemoryStore)
-	s := &Service{store: store, redis: !isMem, cfg: sc, batch: isMem}
+	t := store.traits()
+	s := &Service{store: store, prefix: t.prefix, redis: t.remote, batch: t.oneSlot, cfg: sc}
 	s.metrics.ruleSeries.maxSeries, s.metrics.ruleSeries.maxBytes = int64(sc.maxSeries), int64(sc.maxLabelBytes)
 	s.metrics.domainSeries.maxSeries, s.metrics.domainSeries.maxBytes = int64(sc.maxSeries), int64(sc.maxLabelBytes)
-	if r, ok := store.(*RedisStore); ok {
-		s.batch = !r.sharded
-		if r.batch[0] != nil {
-			s.boundedWindows = r
-		}
+	if tw, ok := store.(timedWindows); ok && t.timedWindows {
+		s.timedWindows = tw
 	}
 	if cfg != nil {
 		if err := s.SetConfig(cfg); err != nil {
@@ -260,7 +260,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		var buf [128]byte // the key's common start, on the stack when it fits
 		base := s.appendBaseKey(buf[:0], req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
-		c.stats = s.metrics.rule(c.m.statsKey, c.m.override || c.m.statsKey != c.m.rule.FullKey)
+		c.stats = s.metrics.rule(req.Domain, c.m.statsKey, c.m.override || c.m.statsKey != c.m.rule.FullKey)
 		addSat(&c.stats.totalHits, c.hits)
 		c.results, results = results[:len(c.limits):len(c.limits)], results[len(c.limits):]
 		for k, l := range c.limits {
@@ -300,7 +300,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			if op.after >= maxCount {
 				// Saturated: what the window held is past any limit,
 				// and the metrics count every hit over it.
-				r.before, r.after = maxCount, sat(maxCount, c.hits)
+				r.before, r.after = maxCount, sat.AddUint(maxCount, c.hits)
 			}
 			r.cached = op.cached
 			r.over = op.after > r.max
@@ -330,8 +330,8 @@ func (s *Service) appendBaseKey(b []byte, domain string, entries []*ratelimitv3.
 	if long {
 		n = hashedPart
 	}
-	b = slices.Grow(b, len(s.storePrefix())+len(domain)+1+n+24)
-	b = append(b, s.storePrefix()...)
+	b = slices.Grow(b, len(s.prefix)+len(domain)+1+n+24)
+	b = append(b, s.prefix...)
 	b = append(b, domain...)
 	b = append(b, '_')
 	if long {
@@ -369,16 +369,6 @@ func entryValue(e *ratelimitv3.RateLimitDescriptor_Entry, i int, shared []string
 	return e.GetValue()
 }
 
-func (s *Service) storePrefix() string {
-	switch st := s.store.(type) {
-	case *RedisStore:
-		return st.cfg.prefix
-	case *MemoryStore:
-		return st.cfg.prefix
-	}
-	return ""
-}
-
 // windowKey is base + the window's start, as the reference names it; a
 // second or later limit of a rate_limits list gets "#index_" before the
 // start so that its counter is its own.
@@ -403,8 +393,8 @@ func (s *Service) windowsOnly(ctx context.Context, ops []windowOp) error {
 		ctx, cancel := s.boundLarge(ctx, len(ops))
 		defer cancel()
 		return s.store.windows(ctx, ops, s.cfg.mode)
-	case s.boundedWindows != nil:
-		return s.boundedWindows.windowsWithin(ctx, ops, s.cfg.mode, s.cfg.storeTimeout)
+	case s.timedWindows != nil:
+		return s.timedWindows.windowsWithin(ctx, ops, s.cfg.mode, s.cfg.storeTimeout)
 	}
 	return s.decide(ctx, nil, nil, ops)
 }
@@ -414,7 +404,7 @@ func (s *Service) windowsOnly(ctx context.Context, ops []windowOp) error {
 // needs no timer.
 func (s *Service) boundLarge(ctx context.Context, n int) (context.Context, context.CancelFunc) {
 	if s.cfg.storeTimeout > 0 && n > ctxEvery {
-		return context.WithTimeout(ctx, s.cfg.storeTimeout)
+		return s.cfg.storeBound.Within(ctx)
 	}
 	return ctx, func() {}
 }
@@ -476,11 +466,8 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 		}
 		return nil
 	}
-	if s.cfg.storeTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.storeTimeout)
-		defer cancel()
-	}
+	ctx, cancel := s.cfg.storeBound.Within(ctx)
+	defer cancel()
 	// The jobs run apart from the caller, who returns when the context
 	// ends whether or not the client honours it (go-redis reads past a
 	// deadline unless its ContextTimeoutEnabled is set): an abandoned
@@ -508,7 +495,7 @@ func (s *Service) decide(ctx context.Context, st *compiled, calls []call, ops []
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return classify(ctx, ctx.Err()) // the store timeout is an outage
 	}
 }
 
@@ -525,7 +512,7 @@ func additionsWork(st *compiled, calls []call) ([]addWork, error) {
 			}
 			lim := st.limiters[l]
 			if lim == nil {
-				return nil, fmt.Errorf("%w: no limiter for %s (a bug)", ErrStore, c.m.statsKey)
+				return nil, storeBug("no limiter for %s", c.m.statsKey)
 			}
 			w.idx = append(w.idx, k)
 			w.checks = append(w.checks, throttle.Check{Limiter: lim, Key: additionKey(c.base, l), N: int(min(c.hits, uint64(math.MaxInt32)))})
@@ -576,7 +563,7 @@ func (s *Service) decideWhole(ctx context.Context, ops []windowOp, work []addWor
 		err = s.store.undo(ctx, ops)
 	}
 	if err != nil {
-		return additionsError(err)
+		return additionsError(ctx, err)
 	}
 	off := 0
 	for _, w := range work {
@@ -621,7 +608,7 @@ func decideAdditions(ctx context.Context, work []addWork) error {
 		work = work[n:]
 		if len(work) > 0 {
 			if err := ctx.Err(); err != nil {
-				return cancelled(err)
+				return cancelled(ctx)
 			}
 		}
 	}
@@ -650,7 +637,7 @@ func decideAdditionsTogether(ctx context.Context, work []addWork) error {
 			ds, err = throttle.AllowAll(ctx, checks...)
 		}
 		if err != nil {
-			return additionsError(err)
+			return additionsError(ctx, err)
 		}
 		if ds.Allowed() {
 			off := 0
@@ -672,7 +659,7 @@ func decideAdditionsTogether(ctx context.Context, work []addWork) error {
 			}
 		}
 		if len(next) == len(work) {
-			return fmt.Errorf("%w: throttle refused a call without refusing a check (a bug)", ErrStore)
+			return storeBug("throttle refused a call without refusing a check")
 		}
 		work = next
 	}
@@ -682,14 +669,13 @@ func decideAdditionsTogether(ctx context.Context, work []addWork) error {
 // additionsError is the error of a failed throttle call, as the windows'
 // errors are: ErrMisconfigured for a key of another type, ErrUnavailable
 // for any other failure that is not already one or the other.
-func additionsError(err error) error {
-	if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) {
-		return err
+func additionsError(ctx context.Context, err error) error {
+	if errors.Is(err, ErrStore) {
+		return classify(ctx, err) // throttle's, named as this package's
 	}
-	if errors.Is(err, throttle.ErrWrongType) {
-		return fmt.Errorf("%w: %w", ErrMisconfigured, err)
-	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	// Not the store's failure (a key too long for throttle, a clock out of
+	// range): answered UNAVAILABLE, so that Envoy's failure mode decides.
+	return &redisscript.Error{Room: room, Class: redisscript.Outage, Err: err}
 }
 
 // storeFailed counts a store failure and gives its answer: UNAVAILABLE
@@ -726,7 +712,7 @@ func fillAdditions(w addWork, ds throttle.Decisions) {
 		} else {
 			r.over = true
 			r.before = used
-			r.after = sat(used, c.hits)
+			r.after = sat.AddUint(used, c.hits)
 			wait := d.RetryAfter
 			if wait < 0 {
 				wait = c.limits[k].period()

@@ -6,24 +6,29 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
-// Store errors, throttle's own. A Service answers gRPC UNAVAILABLE for
-// ErrUnavailable (an outage) and INTERNAL for any other store error: a
-// store set up wrong (ErrMisconfigured, also counted by the
-// store_misconfigured metric) or a bug; a command refuses to start on
-// ErrMisconfigured.
+// Store errors: the module's one set of failure errors, the same values as
+// throttle's and distributed's ErrStore, ErrUnavailable and
+// ErrMisconfigured. A store error reads "rls: <what failed>: <cause>",
+// whichever of the store's parts failed (the reference's windows or the
+// additions' throttle store). A Service answers gRPC UNAVAILABLE for
+// ErrUnavailable (an outage) and for the caller's own end, INTERNAL for any
+// other store error: a store set up wrong (ErrMisconfigured, also counted
+// by the store_misconfigured metric) or a bug; a command refuses to start
+// on ErrMisconfigured.
 var (
-	// ErrStore: the store failed; every store error wraps it, and one of
+	// ErrStore: the store failed; every store error matches it (the
+	// caller's context ending during a call too), and one of
 	// ErrUnavailable and ErrMisconfigured when the failure is one of
 	// theirs.
 	ErrStore = throttle.ErrStore
-	// ErrUnavailable: the store did not answer in time or failed (Redis
-	// down, a timeout, a cancelled call).
+	// ErrUnavailable: the store did not answer within the store timeout,
+	// could not be reached, or said it cannot serve now (loading, a
+	// failover, out of memory under maxmemory).
 	ErrUnavailable = throttle.ErrUnavailable
 	// ErrMisconfigured: the store answers but cannot be used as
 	// configured (wrong password or database, cluster mode mismatch, a
@@ -55,6 +60,30 @@ type Store interface {
 	limits() throttle.Store
 	// now reads the store's clock, in whole seconds since the epoch.
 	now() time.Time
+	// traits says how a Service may use the store.
+	traits() storeTraits
+}
+
+// storeTraits are what a Service needs to know of a store's shape.
+type storeTraits struct {
+	// prefix starts every window key (WithKeyPrefix).
+	prefix string
+	// remote: the store makes round trips, which the Service bounds by
+	// its store timeout and runs at once (windows and additions).
+	remote bool
+	// oneSlot: the additions of several descriptors may be decided in
+	// one AllowAll (their keys live on one server, or in this process).
+	oneSlot bool
+	// timedWindows: the store is a timedWindows whose windowsWithin
+	// returns when its timeout passes whatever the client does, so that a
+	// call with only windows runs without a goroutine of its own.
+	timedWindows bool
+}
+
+// timedWindows is a store that bounds its windows by a timeout itself
+// (see storeTraits.timedWindows).
+type timedWindows interface {
+	windowsWithin(ctx context.Context, ops []windowOp, mode countMode, timeout time.Duration) error
 }
 
 // countMode is how the windows count a call's hits.
@@ -210,28 +239,4 @@ func (c *storeConfig) nowFunc() func() time.Time {
 		return c.clock.Now
 	}
 	return time.Now
-}
-
-// checkStore is a store for throttle.New to validate the additions'
-// limits against while a configuration loads; made on first use.
-var checkStore = sync.OnceValues(func() (*throttle.MemoryStore, error) {
-	return newThrottleMemory(throttle.WithMaxKeys(1))
-})
-
-// checkLimit reports whether throttle accepts l for alg.
-func checkLimit(alg throttle.Algorithm, l throttle.Limit) error {
-	st, err := checkStore()
-	if err != nil {
-		return err
-	}
-	_, err = throttle.New(st, alg, l)
-	return err
-}
-
-// sat is a + b, saturating at the largest uint64.
-func sat(a, b uint64) uint64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return ^uint64(0)
 }

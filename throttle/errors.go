@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/smoothrate/ratelimit/internal/check"
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 )
 
 // Sentinel errors. Every rejected argument and every store failure is
@@ -44,24 +45,34 @@ var (
 	// ErrWrongType: the Redis key holds a value of another type or shape
 	// than the algorithm keeps there (another program wrote it).
 	ErrWrongType = errors.New("throttle: redis key holds a value of the wrong type")
+)
+
+// Store failures. These three are the module's one set of failure errors:
+// the same values as rls's and distributed's ErrStore, ErrUnavailable and
+// ErrMisconfigured, which httplimit and grpclimit also return, so errors.Is
+// answers the same whichever package returned the error. A store error
+// reads "throttle: <what failed>: <cause>" and wraps its cause.
+var (
 	// ErrStore: the store failed (Redis unreachable, a script error, a
-	// timeout). The underlying error is wrapped too, and so is one of
-	// ErrUnavailable or ErrMisconfigured when the failure is one of theirs.
-	ErrStore = errors.New("throttle: store failed")
+	// timeout, the caller's context ended during the call). The
+	// underlying error is wrapped too, and so is one of ErrUnavailable or
+	// ErrMisconfigured when the failure is one of theirs.
+	ErrStore = redisscript.ErrStore
 	// ErrUnavailable: the store could not get an answer from Redis: the
 	// connection was refused or lost, the call timed out, or the server
 	// said it cannot serve now (LOADING, CLUSTERDOWN, MASTERDOWN,
-	// TRYAGAIN, a replica that became read-only in a failover). It is an
-	// outage: a retry later may succeed, and a caller may choose to fail
-	// open on it. Errors wrapping it also wrap ErrStore.
-	ErrUnavailable = errors.New("throttle: redis unavailable")
+	// TRYAGAIN, a replica that became read-only in a failover, out of
+	// memory under maxmemory). It is an outage: a retry later may
+	// succeed, and a caller may choose to fail open on it. Errors wrapping
+	// it also match ErrStore.
+	ErrUnavailable = redisscript.ErrUnavailable
 	// ErrMisconfigured: Redis answered with an error that no retry can
 	// fix: a missing or wrong password (NOAUTH, WRONGPASS, NOPERM), a
 	// database index the server does not have, a cluster client against
 	// a server that is not in a cluster, an unknown command, a script the
 	// server cannot compile or run, a key of another type (ErrWrongType
-	// errors wrap it too). It is a configuration error, not an outage:
-	// never fail open on it. Errors wrapping it also wrap ErrStore and do
-	// not match ErrUnavailable.
-	ErrMisconfigured = errors.New("throttle: redis is not set up for this store")
+	// errors match it too). It is a configuration error, not an outage:
+	// never fail open on it. Errors wrapping it also match ErrStore and
+	// do not match ErrUnavailable.
+	ErrMisconfigured = redisscript.ErrMisconfigured
 )

@@ -32,6 +32,15 @@ func PerMinute(n int) Limit { return Limit{Count: n, Period: time.Minute} }
 // PerHour returns a limit of n requests per hour with a burst of n.
 func PerHour(n int) Limit { return Limit{Count: n, Period: time.Hour} }
 
+// Validate reports whether l is a limit New accepts for alg, without a
+// store: nil, or the error New would return (wrapping ErrInvalidLimit or
+// ErrInvalidAlgorithm). A configuration can be checked with it before any
+// store exists.
+func (l Limit) Validate(alg Algorithm) error {
+	_, err := newParams(alg, l)
+	return err
+}
+
 // String formats the limit as "100/1m0s (burst 10)".
 func (l Limit) String() string {
 	b := l.Burst

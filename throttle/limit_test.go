@@ -10,6 +10,8 @@ import (
 	"github.com/smoothrate/ratelimit"
 )
 
+// TestNewRejectsBadInput: New refuses each bad limit and algorithm with
+// its sentinel, and Limit.Validate says the same without a store.
 func TestNewRejectsBadInput(t *testing.T) {
 	s := memStore()
 	for _, c := range []struct {
@@ -31,6 +33,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 	} {
 		if _, err := New(s, c.alg, c.l); !errors.Is(err, c.want) {
 			t.Errorf("New(%v, %+v) = %v, want %v", c.alg, c.l, err, c.want)
+		}
+		if err := c.l.Validate(c.alg); !errors.Is(err, c.want) {
+			t.Errorf("%+v.Validate(%v) = %v, want %v", c.l, c.alg, err, c.want)
 		}
 	}
 	if _, err := New(nil, GCRA, PerSecond(1)); !errors.Is(err, ErrNilStore) {
@@ -56,6 +61,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 	} {
 		if _, err := New(s, ok.alg, ok.l); err != nil {
 			t.Errorf("New(%v, %+v): %v", ok.alg, ok.l, err)
+		}
+		if err := ok.l.Validate(ok.alg); err != nil {
+			t.Errorf("%+v.Validate(%v): %v", ok.l, ok.alg, err)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func (s *MemoryStore) err() error {
 
 // now is the store's time in µs. Without WithStoreClock it is the wall clock,
 // read as the last wall reading plus the time since, counted by the
-// processor's time-stamp counter where the kernel's clock is that counter
+// processor's time-stamp counter where that counter is invariant
 // (internal/tsc: the vDSO's reading is ordered after every memory reference
 // before it, which costs a decision on a key out of cache more than the
 // rest of it), else by the monotonic clock (time.Since reads one clock

@@ -262,7 +262,7 @@ func (s *RedisStore) decideMeter(ctx context.Context, r request, now int64) (Dec
 		return Decision{}, err
 	}
 	if debt < 0 || debt >= maxExact {
-		return Decision{}, fmt.Errorf("%w: %v script replied debt %d", ErrStore, alg, debt)
+		return Decision{}, storeBug("%v script replied debt %d", alg, debt)
 	}
 	var d Decision
 	meter(&d, r.p, debt, now, r.n)
@@ -273,12 +273,12 @@ func (s *RedisStore) decideMeter(ctx context.Context, r request, now int64) (Dec
 // out.
 func parseDecisions(v []int64, out []Decision) error {
 	if len(v) != 5*len(out) {
-		return fmt.Errorf("%w: script replied %d numbers for %d decisions", ErrStore, len(v), len(out))
+		return storeBug("script replied %d numbers for %d decisions", len(v), len(out))
 	}
 	for i := range out {
 		x := v[5*i : 5*i+5]
 		if x[0] != 0 && x[0] != 1 || x[2] < 0 || x[3] < -1 || x[4] < 0 {
-			return fmt.Errorf("%w: unexpected script reply %v", ErrStore, x)
+			return storeBug("unexpected script reply %v", x)
 		}
 		d := Decision{Allowed: x[0] == 1, Limit: int(x[1]), Remaining: int(x[2]), RetryAfter: us(x[3]), ResetAfter: us(x[4])}
 		if x[3] == -1 {

@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -139,26 +140,37 @@ func (s *RedisStore) runInt(ctx context.Context, sc *redisscript.Script, keys []
 	return v, nil
 }
 
-// storeError wraps a failed call: ErrStore always; ErrWrongType (and
-// ErrMisconfigured) when a key held another program's value; else
+// storeError is a failed call's error (a redisscript.Error of this
+// package's): it matches ErrStore always; ErrWrongType and
+// ErrMisconfigured when a key held another program's value; else
 // ErrUnavailable or ErrMisconfigured by the failure's class
 // (redisscript.Classify). A bug (a reply nothing expects) and the caller's
-// own cancelled context wrap neither.
+// own cancelled context match neither.
 func storeError(err error, keys []string) error {
 	msg := err.Error()
 	if !strings.Contains(msg, luaWrongType) && strings.Contains(msg, "WRONGTYPE") {
 		// Redis's own, from a script's first read of a key.
-		return fmt.Errorf("%w: %w: %w: one of %q holds a value of another type (%v)", ErrWrongType, ErrMisconfigured, ErrStore, keys, err)
+		return wrongType(fmt.Errorf("one of %q holds a value of another type (%v)", keys, err))
 	}
 	if i := strings.Index(msg, luaWrongType); i >= 0 {
 		what := msg[i+len(luaWrongType):]
 		if j := strings.Index(what, " script: "); j >= 0 { // Redis 7 appends where the error came from
 			what = what[:j]
 		}
-		return fmt.Errorf("%w: %w: %w: %s", ErrWrongType, ErrMisconfigured, ErrStore, what)
+		return wrongType(errors.New(what))
 	}
-	if class := redisscript.Sentinel(redisscript.Classify(err), ErrUnavailable, ErrMisconfigured); class != nil {
-		return fmt.Errorf("%w: %w: %w", class, ErrStore, err)
-	}
-	return fmt.Errorf("%w: %w", ErrStore, err)
+	return redisscript.Fail(room, err)
+}
+
+// room names this package in its store errors.
+const room = "throttle"
+
+func wrongType(cause error) error {
+	return &redisscript.Error{Room: room, Class: redisscript.Misconfigured, Kind: ErrWrongType, Err: cause}
+}
+
+// storeBug is the error of a reply nothing here expects: it matches
+// ErrStore only.
+func storeBug(format string, args ...any) error {
+	return &redisscript.Error{Room: room, Class: redisscript.Bug, Err: fmt.Errorf(format, args...)}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -35,6 +36,7 @@ type Config[P any] struct {
 	SetClosed    bool // WithFailClosed was given
 	ClosedRetry  time.Duration
 	StoreTimeout time.Duration
+	storeBound   redisscript.Bound
 
 	invalid error // the package's ErrInvalidOption, wrapped by every error
 	defPart P     // the key of a limit added without parts
@@ -114,7 +116,14 @@ func (c *Config[P]) SetStoreTimeout(d time.Duration) {
 		c.Errorf("store timeout %v must be positive", d)
 		return
 	}
-	c.StoreTimeout = d
+	c.StoreTimeout, c.storeBound = d, redisscript.NewBound(d)
+}
+
+// Bound is ctx bounded by StoreTimeout (unchanged without one), and its
+// cancel function. Its end is the store's outage, not the caller's
+// deadline: a RedisStore's call under it fails with ErrUnavailable.
+func (c *Config[P]) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return c.storeBound.Within(ctx)
 }
 
 // StoreError is err, a failed decision's, with the end of StoreTimeout's

@@ -26,8 +26,9 @@ import (
 // After the bound, the error wraps ErrTimeout (class Outage) and keeps the
 // client's error as text only: wrapped, a client's context error would
 // match context.DeadlineExceeded, which means "the caller's time ran out".
-// If parent ended first, its error is returned (class Cancelled). A panic
-// in f is returned as an error wrapping ErrClientPanic.
+// If parent ended first, its error is returned (class Cancelled), or its
+// cause when parent's end was a library's bound (a Bound: class
+// Outage). A panic in f is returned as an error wrapping ErrClientPanic.
 //
 // With a gate (NewGate; nil for none), f runs only once the gate finds
 // the server reachable, within the same bound, and the gate learns from
@@ -69,10 +70,10 @@ func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg 
 		gate.Leave(err)
 		return res.v, err
 	case <-ctx.Done():
-		if perr := parent.Err(); perr != nil {
-			return zero, perr
+		err := CtxErr(parent)
+		if err == nil {
+			err = timeoutError(timeout)
 		}
-		err := fmt.Errorf("%w after %v", ErrTimeout, timeout)
 		gate.Leave(err)
 		return zero, err
 	}
@@ -94,7 +95,7 @@ func bounded(parent, ctx context.Context, timeout time.Duration, err error) erro
 	if err == nil {
 		return nil
 	}
-	if perr := parent.Err(); perr != nil {
+	if perr := CtxErr(parent); perr != nil {
 		return fmt.Errorf("%w (%v)", perr, err)
 	}
 	var ne net.Error

@@ -60,7 +60,7 @@ var (
 	// ErrTimeout: a call took longer than its bound (Call). It is the
 	// library's own bound, not the caller's deadline, so it does not
 	// match context.DeadlineExceeded. Class Outage.
-	ErrTimeout = errors.New("redis call timed out")
+	ErrTimeout = errors.New("call timed out")
 	// ErrClientPanic: the Redis client panicked (a nil client inside a
 	// wrapper, for one). Class Misconfigured.
 	ErrClientPanic = errors.New("the redis client panicked")
@@ -119,9 +119,16 @@ var outageReplies = []string{
 // Classify sorts err, an error of a Redis call made through go-redis
 // (possibly wrapped), into its Class.
 func Classify(err error) Class {
+	var classified *Error
 	switch {
 	case err == nil:
 		return OK
+	case errors.As(err, &classified):
+		return classified.Class
+	case errors.Is(err, ErrUnavailable):
+		return Outage
+	case errors.Is(err, ErrMisconfigured):
+		return Misconfigured
 	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUnreachable):
 		return Outage
 	case errors.Is(err, ErrClientPanic), errors.Is(err, redis.ErrClosed):
@@ -159,25 +166,12 @@ func Classify(err error) Class {
 		}
 	}
 	for _, m := range outageReplies {
-		if strings.HasPrefix(msg, m) {
+		// Redis 7 answers a script whose command failed with the
+		// command's error; Redis 6 wraps it in the script's
+		// ("ERR Error running script ...: @user_script: 1: -OOM ...").
+		if strings.HasPrefix(msg, m) || strings.Contains(msg, ": -"+m) {
 			return Outage
 		}
 	}
 	return Bug
-}
-
-// Sentinel is the one mapping of a class to a library's two sentinel
-// errors (throttle's, rls's: ErrUnavailable and ErrMisconfigured): an
-// Outage wraps unavailable, a Misconfigured error wraps misconfigured, and
-// anything else (a Bug, the caller's own Cancelled context) wraps neither,
-// since it is neither an outage nor a configuration an operator can fix.
-// Only an error that wraps unavailable may fail open.
-func Sentinel(c Class, unavailable, misconfigured error) error {
-	switch c {
-	case Outage:
-		return unavailable
-	case Misconfigured:
-		return misconfigured
-	}
-	return nil
 }

@@ -91,13 +91,11 @@ func TestClassifyTable(t *testing.T) {
 	}
 }
 
-// TestSentinel: an outage wraps the caller's unavailable sentinel, a
-// misconfiguration its misconfigured one, a bug and a cancelled call
-// neither.
+// TestSentinel: an outage is ErrUnavailable, a misconfiguration
+// ErrMisconfigured, a bug and a cancelled call neither.
 func TestSentinel(t *testing.T) {
-	u, m := errors.New("unavailable"), errors.New("misconfigured")
-	for c, want := range map[Class]error{OK: nil, Outage: u, Misconfigured: m, Bug: nil, Cancelled: nil} {
-		if got := Sentinel(c, u, m); got != want {
+	for c, want := range map[Class]error{OK: nil, Outage: ErrUnavailable, Misconfigured: ErrMisconfigured, Bug: nil, Cancelled: nil} {
+		if got := Sentinel(c); got != want {
 			t.Errorf("Sentinel(%v) = %v, want %v", c, got, want)
 		}
 	}
@@ -188,6 +186,15 @@ func TestClassifyRedisServer(t *testing.T) {
 		srv.CLI("HSET", "k", "f", "v")
 		defer srv.CLI("DEL", "k")
 		check(t, "probe", runProbe(ok, probe, long), Misconfigured)
+	})
+	t.Run("out of memory", func(t *testing.T) {
+		// maxmemory reached with noeviction: the server refuses every
+		// write (OOM), an outage of the store, whether the script
+		// raises it (redis.call) or answers it (pcall).
+		oom := redistest.Start(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction")
+		c := newClient(t, &redis.Options{Addr: oom.Addr()})
+		check(t, "redis.call", runProbe(c, probe, long), Outage)
+		check(t, "pcall", runProbe(c, New("local r = redis.pcall('SET', KEYS[1], 'x'); return r"), long), Outage)
 	})
 	t.Run("script that does not compile", func(t *testing.T) {
 		check(t, "probe", runProbe(ok, New("return +"), long), Misconfigured)

@@ -8,4 +8,7 @@
 // go-redis log nothing), and sorts
 // every error a Redis call can give into one of three classes: an outage
 // (retry later), a misconfiguration (no retry will help) or a bug of ours.
+// It holds the module's one set of failure errors (ErrStore,
+// ErrUnavailable, ErrMisconfigured), which throttle, rls and distributed
+// export, and the Error that names the package a failure came from once.
 package redisscript

@@ -14,10 +14,16 @@ import (
 )
 
 // ErrUnreachable: the server could not be reached when a Gate dialed it,
-// so the call was not made. It keeps the dial's error as text only (a
-// dialer's context error would otherwise read as the caller's).
-// Class Outage.
+// so the call was not made. The errors that match it read as the dial's
+// error and keep it as text only (a dialer's context error would otherwise
+// read as the caller's). Class Outage.
 var ErrUnreachable = errors.New("redis server unreachable")
+
+// unreachable is a failed dial of the Gate's: its text, and ErrUnreachable.
+type unreachable struct{ dial string }
+
+func (e *unreachable) Error() string        { return e.dial }
+func (e *unreachable) Is(target error) bool { return target == ErrUnreachable }
 
 // Gate keeps a library's calls away from a server that cannot be reached.
 //
@@ -98,7 +104,7 @@ func (g *Gate) Enter(ctx context.Context) error {
 	select {
 	case <-p.done:
 		if p.err != nil {
-			return fmt.Errorf("%w: %v", ErrUnreachable, p.err)
+			return &unreachable{p.err.Error()}
 		}
 		return nil
 	case <-ctx.Done():
@@ -131,14 +137,19 @@ func guardedDial(ctx context.Context, dial func(context.Context) error) (err err
 }
 
 // Leave is called with the error of a call that went through: one that
-// says the server could not be reached or did not answer in time (an
-// outage that is not a reply of the server's) closes the gate, so that the
-// next call probes first.
+// says the server could not be reached or did not answer in time closes
+// the gate, so that the next call probes first, and while the server is
+// down every call fails at once instead of waiting out its bound. That is
+// an outage that is not a reply of the server's, and also a call whose
+// context's deadline passed before an answer, whoever's deadline it was:
+// a client that retries a dead server's refused dials, with pauses,
+// until the deadline ends its wait reports only the deadline. A caller's
+// cancellation says nothing about the server and leaves the gate open.
 func (g *Gate) Leave(err error) {
 	if g == nil || err == nil || !g.up.Load() {
 		return
 	}
-	if Classify(err) == Outage && !IsReply(err) {
+	if Classify(err) == Outage && !IsReply(err) || errors.Is(err, context.DeadlineExceeded) {
 		g.up.Store(false)
 	}
 }

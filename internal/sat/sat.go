@@ -1,10 +1,12 @@
-// Package sat is the module's saturating arithmetic on int64 time: sums,
-// differences and conversions that stop at the int64 bounds instead of
-// wrapping around. Limiters meet those bounds in earnest: a vanishing rate
-// books a wait of math.MaxInt64 ticks, and a wrapped sum would read as a
-// wait in the past, a limiter that admits everything. One copy serves the
-// engine (smooth), the root package and package distributed; it imports
-// only the standard library, so the engine still depends on no other room.
+// Package sat is the module's saturating arithmetic: sums, differences and
+// conversions of int64 time, and sums of uint64 counts, that stop at their
+// type's bounds instead of wrapping around. Limiters meet those bounds in
+// earnest: a vanishing rate books a wait of math.MaxInt64 ticks, and a
+// wrapped sum would read as a wait in the past, a limiter that admits
+// everything; a count of hits that wrapped would read as a window with
+// room. One copy serves the engine (smooth), the root package, package
+// distributed, rls's counts and clocktest's fake clocks; it imports only
+// the standard library, so the engine still depends on no other room.
 package sat
 
 import (
@@ -24,6 +26,16 @@ func Add(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return s
+}
+
+// AddUint returns a+b, or the largest uint64 where the sum would wrap: a
+// count that only grows (a window's hits) stays past every limit instead
+// of wrapping to a small one.
+func AddUint(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
 }
 
 // Sub returns a-b clamped to the int64 range.

@@ -47,6 +47,25 @@ func TestSaturatedAdd(t *testing.T) {
 
 // Sub backs the engine's CanAcquire (nextFreeTicket - timeout) and
 // ReserveWait (moment - now): a - b clamped to the int64 range.
+// AddUint: the exact sum when it fits, else the largest uint64.
+func TestSaturatedAddUint(t *testing.T) {
+	const maxU = math.MaxUint64
+	for _, c := range []struct{ a, b, want uint64 }{
+		{1, 2, 3},
+		{0, 0, 0},
+		{maxU, 0, maxU},
+		{maxU - 1, 1, maxU},
+		{maxU - 1, 2, maxU},
+		{maxU, maxU, maxU},
+		{1 << 63, 1 << 63, maxU},
+		{1<<63 - 1, 1 << 63, maxU},
+	} {
+		if got := sat.AddUint(c.a, c.b); got != c.want {
+			t.Errorf("AddUint(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
 func TestSaturatedSub(t *testing.T) {
 	const maxI, minI = math.MaxInt64, math.MinInt64
 	cases := []struct{ a, b, want int64 }{

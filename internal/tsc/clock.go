@@ -8,12 +8,24 @@ import (
 // base is the origin of Now: the process's start, near enough.
 var base = time.Now()
 
-// The process's clock: its anchor (nil until the first reading, and after
-// the counter was given up) and whether it was given up.
-var (
+// counterClock scales a counter into the monotonic clock's time since
+// base: its anchor (nil until the first reading, and after the counter
+// was given up) and whether it was given up. The process has one (proc),
+// over the processor's counter, read by Now and NowOrdered; a test makes
+// others over a counter of its own (read and mono), and reads them as Now
+// does.
+type counterClock struct {
 	anchor atomic.Pointer[Anchor]
 	off    atomic.Bool
-)
+	// read and mono, set only in tests, replace the processor's counter
+	// and the monotonic clock (ns since base) where slow anchors the
+	// counter; the counter is then usable and time never fake.
+	read func() uint64
+	mono func() int64
+}
+
+// proc is the process's clock, over the processor's counter.
+var proc counterClock
 
 // Since returns the monotonic time from base to t (the origin of Now).
 func Since(t time.Time) int64 { return int64(t.Sub(base)) }
@@ -24,23 +36,26 @@ func Since(t time.Time) int64 { return int64(t.Sub(base)) }
 // references that precede the call: use it where an earlier time can only
 // make the caller more conservative, and NowOrdered where it must not be
 // earlier than what the caller loaded before it.
+//
+// The counter is read only once an anchor says it is in use, and directly
+// (not through proc's read, a test's): the hot path is this function.
 func Now() int64 {
-	if a := anchor.Load(); a != nil && a.NsPerTick > 0 {
+	if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
 		if d, ok := a.elapsed(Read()); ok {
 			return a.Mono + d
 		}
 	}
-	return slow()
+	return proc.slow()
 }
 
 // NowOrdered is Now, read after every instruction before it has completed.
 func NowOrdered() int64 {
-	if a := anchor.Load(); a != nil && a.NsPerTick > 0 {
+	if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
 		if d, ok := a.elapsed(ReadOrdered()); ok {
 			return a.Mono + d
 		}
 	}
-	return slow()
+	return proc.slow()
 }
 
 // elapsed converts counter reading c into ns since the anchor; ok is false
@@ -61,31 +76,49 @@ func (a *Anchor) elapsed(c uint64) (int64, bool) {
 
 // slow reads the monotonic clock, and anchors the counter to it when the
 // anchor is missing, due for scaling (MinSpan after the first) or expired.
-func slow() int64 {
-	now := int64(time.Since(base))
-	if !Usable() || off.Load() {
+// A counter that disagrees with the monotonic clock is given up for good:
+// from then on only the monotonic clock is read.
+func (c *counterClock) slow() int64 {
+	now := c.monotonic()
+	if c.off.Load() || c.read == nil && !Usable() {
 		return now
 	}
-	prev := anchor.Load()
+	prev := c.anchor.Load()
 	if prev != nil && prev.NsPerTick == 0 && now-prev.Mono < int64(MinSpan) {
 		return now
 	}
-	if FakeTime() {
+	if c.read == nil && FakeTime() {
 		// Called inside a testing/synctest bubble (base was read outside
 		// it, so now means little): the counter does not follow the
 		// bubble's clock, so it is not anchored to it.
 		return now
 	}
-	t, c := Pair()
-	now = Since(t)
-	next, ok := Next(prev, now, c, Refresh)
+	now, tick := c.pair()
+	next, ok := Next(prev, now, tick, Refresh)
 	if !ok {
-		off.Store(true)
-		anchor.Store(nil)
+		c.off.Store(true)
+		c.anchor.Store(nil)
 		return now
 	}
-	anchor.Store(&next)
+	c.anchor.Store(&next)
 	return now
+}
+
+// monotonic reads the monotonic clock, in ns since base.
+func (c *counterClock) monotonic() int64 {
+	if c.mono != nil {
+		return c.mono()
+	}
+	return int64(time.Since(base))
+}
+
+// pair reads the monotonic clock and the counter at the same moment (Pair).
+func (c *counterClock) pair() (int64, uint64) {
+	if c.read != nil {
+		return c.mono(), c.read()
+	}
+	t, tick := Pair()
+	return Since(t), tick
 }
 
 // pairGap is the most counter ticks Pair accepts between its two counter

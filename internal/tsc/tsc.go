@@ -1,48 +1,87 @@
 // Package tsc reads time from the processor's time-stamp counter, for the
 // three hot paths that read the clock on every call: the root Limiter's
-// grants, the distributed Limiter's grants from its leased pool, and the
-// throttle MemoryStore's decisions.
+// grants, the distributed Limiter's grants from its leased pool (both
+// through a Stopwatch), and the throttle MemoryStore's decisions.
 //
-// On Linux, when the kernel's clocksource is "tsc", CLOCK_MONOTONIC is this
-// counter, scaled. Go's clock reads it through the vDSO, after an lfence
-// (or with rdtscp) that waits for every instruction before it to complete,
-// and through a switch to the system stack. Read here returns the counter
-// without the fence: it may be read a little before the memory references
-// that precede it in the program. ReadOrdered puts the fence back (rdtscp),
-// for the readings whose order matters. The fence is most of the cost: on
-// the machine of docs/performance.md, BenchmarkClock reads Now in about a
-// third of the time of NowOrdered or time.Since.
+// Go's clock reads CLOCK_MONOTONIC through the vDSO: where the kernel's
+// clocksource is "tsc", this counter, scaled, read after an lfence (or with
+// rdtscp) that waits for every instruction before it to complete, and
+// through a switch to the system stack; where it is another (kvm-clock, on
+// most KVM guests), the hypervisor's page of scales around the same
+// counter, dearer still. Read here returns the counter without the fence:
+// it may be read a little before the memory references that precede it in
+// the program. ReadOrdered puts the fence back (rdtscp), for the readings
+// whose order matters. The fence and the vDSO are most of the cost: on the
+// machine of docs/performance.md, BenchmarkClock reads Now in about a third
+// of the time of NowOrdered or time.Since.
 //
-// Clock scales the counter into nanoseconds since the process started: it
+// Now scales the counter into nanoseconds since the process started: it
 // extrapolates from a reading of the monotonic clock (an Anchor), by the
 // rate the two were seen to run at over the interval between the last two
 // anchors, and anchors again every second. Each new anchor checks the
 // counter against the monotonic clock; if the two disagree by more than
-// MaxError over an interval, the counter is given up for good and Clock
-// reads time.Since instead. It is used only where the kernel trusts the
-// counter (Usable), and never where time is fake (a testing/synctest
+// MaxError over an interval, the counter is given up for good and Now
+// reads time.Since instead. It is used only where the counter is
+// invariant (Usable), and never where time is fake (a testing/synctest
 // bubble freezes time.Now; the counter would not stop with it: FakeTime).
 package tsc
 
 import (
+	"bufio"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
 // Usable reports whether this process may scale the counter into time:
-// Linux on amd64, with the kernel's clocksource "tsc" (so the kernel itself
-// trusts the counter to be synchronised across processors and constant in
-// rate). It is checked once per process.
+// Linux on amd64 with rdtscp, and an invariant counter. It is checked once
+// per process.
 var Usable = sync.OnceValue(func() bool {
 	if !arch || runtime.GOOS != "linux" {
 		return false
 	}
-	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-	return err == nil && strings.TrimSpace(string(b)) == "tsc"
+	current, _ := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	return invariant(string(current), cpuFlags())
 })
+
+// invariant reports whether the counter runs at one rate on every
+// processor, through every sleep state, as the monotonic clock does: the
+// kernel's clocksource is the counter ("tsc"), or the processor says so
+// (the flags constant_tsc and nonstop_tsc of /proc/cpuinfo, CPUID's
+// invariant TSC bit, as Rust's quanta and TiKV's minstant decide). The
+// second covers a virtual machine whose kernel keeps to the hypervisor's
+// clock (kvm-clock, on most KVM guests) over a counter that is just as
+// good. Either way each anchor checks the counter against the monotonic
+// clock and gives it up when the two disagree (Next).
+func invariant(current, flags string) bool {
+	if strings.TrimSpace(current) == "tsc" {
+		return true
+	}
+	f := strings.Fields(flags)
+	return slices.Contains(f, "constant_tsc") && slices.Contains(f, "nonstop_tsc")
+}
+
+// cpuFlags returns the flags of the first processor in /proc/cpuinfo
+// (every processor of a machine has the same), or "".
+func cpuFlags() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(name) == "flags" {
+			return value
+		}
+	}
+	return ""
+}
 
 // FakeTime reports whether time.Now is frozen, as it is inside a
 // testing/synctest bubble (time moves there only when every goroutine of
@@ -64,7 +103,7 @@ const (
 	// two anchors may stray from the monotonic clock's before the counter
 	// is given up.
 	MaxError = time.Millisecond
-	// Refresh is how long a Clock extrapolates from one anchor.
+	// Refresh is how long Now extrapolates from one anchor.
 	Refresh = time.Second
 	// ReorderSlack bounds how much earlier than the memory references
 	// before it a reading by Read (Now) can be: the processor reads the

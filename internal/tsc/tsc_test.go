@@ -106,14 +106,14 @@ func TestClockFollowsMonotonic(t *testing.T) {
 		if got < before-tol || got > after+tol || got2 < before-tol || got2 > after+tol {
 			t.Fatalf("Now() = %d, NowOrdered() = %d; monotonic clock read %d before and %d after", got, got2, before, after)
 		}
-		if a := anchor.Load(); a != nil && a.NsPerTick > 0 {
+		if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
 			scaled = true
 		}
 	}
 	if scaled != Usable() {
 		t.Errorf("counter scaled: %v; usable: %v", scaled, Usable())
 	}
-	if Usable() && off.Load() {
+	if Usable() && proc.off.Load() {
 		t.Error("the counter was given up")
 	}
 }
@@ -153,5 +153,109 @@ func BenchmarkClock(b *testing.B) {
 	})
 	if sink == 1 {
 		b.Log(sink)
+	}
+}
+
+// TestInvariant: the counter is read as time where the kernel's
+// clocksource is the counter, or where the processor says it is invariant
+// (constant_tsc and nonstop_tsc); nowhere else.
+func TestInvariant(t *testing.T) {
+	const kvmFlags = "fpu vme tsc msr rdtscp lm constant_tsc rep_good nopl nonstop_tsc cpuid tsc_known_freq tsc_deadline_timer"
+	for _, c := range []struct {
+		name           string
+		current, flags string
+		want           bool
+	}{
+		{"clocksource tsc", "tsc\n", "fpu tsc", true},
+		{"kvm-clock, invariant counter", "kvm-clock\n", kvmFlags, true},
+		{"kvm-clock, counter stops in deep sleep", "kvm-clock\n", "tsc rdtscp constant_tsc", false},
+		{"kvm-clock, counter rate varies", "kvm-clock\n", "tsc rdtscp nonstop_tsc", false},
+		{"only flags that contain the words", "hpet\n", "tsc constant_tsc_x nonstop_tsc_y tsc_known_freq", false},
+		{"nothing readable", "", "", false},
+	} {
+		if got := invariant(c.current, c.flags); got != c.want {
+			t.Errorf("%s: invariant = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// fakeCounter is a counter the test drives: ticks of ns of the test's
+// monotonic clock at rate ticks per ns, from an arbitrary start.
+type fakeCounter struct {
+	mono  int64   // the monotonic clock, ns since base
+	tick  float64 // the counter
+	rate  float64 // ticks per ns from now on
+	reads int
+}
+
+func (f *fakeCounter) advance(d time.Duration) {
+	f.mono += int64(d)
+	f.tick += float64(d) * f.rate
+}
+
+func (f *fakeCounter) clock() *counterClock {
+	return &counterClock{
+		read: func() uint64 { f.reads++; return uint64(f.tick) },
+		mono: func() int64 { return f.mono },
+	}
+}
+
+// now reads c as Now reads the process's clock, over c's counter.
+func (c *counterClock) now() int64 {
+	if a := c.anchor.Load(); a != nil && a.NsPerTick > 0 {
+		if d, ok := a.elapsed(c.read()); ok {
+			return a.Mono + d
+		}
+	}
+	return c.slow()
+}
+
+// TestCounterFollowedThenGivenUp drives a clock over an injected counter:
+// scaled after MinSpan, read between anchors within a microsecond of the
+// monotonic clock; then the counter runs 1 % fast, and the next anchor
+// finds it off by more than MaxError and gives it up for good: from then
+// on the clock is the monotonic clock, and the counter is never read.
+func TestCounterFollowedThenGivenUp(t *testing.T) {
+	f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
+	c := f.clock()
+	near := func(what string, got int64) {
+		t.Helper()
+		if d := got - f.mono; d < -1000 || d > 1000 {
+			t.Fatalf("%s: read %d, the monotonic clock is %d", what, got, f.mono)
+		}
+	}
+	near("first reading", c.now())
+	f.advance(50 * time.Millisecond)
+	near("before MinSpan", c.now())
+	f.advance(150 * time.Millisecond)
+	near("scaling", c.now())
+	if a := c.anchor.Load(); a == nil || a.NsPerTick == 0 {
+		t.Fatalf("after MinSpan: anchor %+v, want a scale", a)
+	}
+	f.advance(500 * time.Millisecond)
+	reads := f.reads
+	near("from the counter", c.now())
+	near("from the counter, again", c.now())
+	if f.reads != reads+2 {
+		t.Fatalf("between anchors the counter was read %d times for 2 readings", f.reads-reads)
+	}
+
+	f.rate *= 1.01 // the counter now runs 1 % fast
+	f.advance(600 * time.Millisecond)
+	// The anchor (1.1 s of the counter ago) has expired: the next anchor
+	// measures 1.106 s of counter for 1.1 s of monotonic clock.
+	near("at the anchor that finds the drift", c.now())
+	if !c.off.Load() || c.anchor.Load() != nil {
+		t.Fatalf("a counter 6 ms off over 1.1 s was not given up (anchor %+v)", c.anchor.Load())
+	}
+	reads = f.reads
+	for range 3 {
+		f.advance(time.Second)
+		if got := c.now(); got != f.mono {
+			t.Fatalf("given up: read %d, want the monotonic clock's %d", got, f.mono)
+		}
+	}
+	if f.reads != reads {
+		t.Errorf("the counter was read %d times after it was given up", f.reads-reads)
 	}
 }

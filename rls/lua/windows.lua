@@ -17,7 +17,10 @@
 -- limit, else the count it holds, unchanged; in mode 2 the count left. A
 -- key that holds something other than a count answers -1: the keys may be
 -- several calls' (see batch.go), and one call's bad key must not fail the
--- others (in mode 1 its own call counts nothing).
+-- others (in mode 1 its own call counts nothing). An error that is the
+-- server's condition, not one key's (OOM: out of memory under maxmemory and
+-- noeviction; READONLY, MISCONF, NOREPLICAS: it refuses writes now), is the
+-- script's answer, for every call of the batch.
 --
 -- A count saturates at MAX = 2^53 − 1: a double holds every integer up to
 -- it exactly, and INCRBY of at most MAX on at most MAX cannot overflow,
@@ -28,7 +31,7 @@
 -- not one per hit. INCRBY is given its increment as an integer string:
 -- Redis formats a Lua number of 10^17 or more in exponent notation, which
 -- INCRBY refuses.
-local rpcall, call, tonumber, fmt, min = redis.pcall, redis.call, tonumber, string.format, math.min
+local rpcall, call, tonumber, fmt, min, match = redis.pcall, redis.call, tonumber, string.format, math.min, string.match
 local MAX = 9007199254740991
 local MAXS = '9007199254740991'
 local mode = ARGV[1]
@@ -45,11 +48,21 @@ local function saturate(key, ttl)
   end
 end
 
+-- serverwide: whether a command's error reply is a server's that refuses
+-- every write now, whatever the key.
+local function serverwide(e)
+  local code = match(e.err or '', '^%u+')
+  return code == 'OOM' or code == 'READONLY' or code == 'MISCONF' or code == 'NOREPLICAS'
+end
+
 -- read returns the count key holds (0 when absent, at most MAX) and
 -- whether it exists, or -1 when it holds something else.
 local function read(key)
   local v = rpcall('GET', key)
   if type(v) == 'table' then
+    if serverwide(v) then
+      error(v)
+    end
     return -1, true
   end
   if not v then
@@ -71,6 +84,9 @@ if mode == '0' then
     else
       count = rpcall('INCRBY', key, ARGV[3 * i - 1])
       if type(count) == 'table' then
+        if serverwide(count) then
+          return count
+        end
         if string.find(count.err, 'overflow', 1, true) then
           saturate(key, ARGV[3 * i + 1])
           count = MAX

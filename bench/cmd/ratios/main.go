@@ -36,14 +36,14 @@ type goal struct {
 	max        float64
 }
 
-// The granted goals are issue 10's (tighter than issue 2's 0.6 and 0.9),
-// and in parallel at GOMAXPROCS 2 ours must be no slower than uber's
-// lock-free Take.
+// The goals hold on any Linux clock (the kernel's clocksource tsc or
+// kvm-clock alike), and in parallel at GOMAXPROCS 2 ours must be no slower
+// than uber's lock-free Take.
 var goals = []goal{
-	{"Granted/ours", "Granted/xrate", 0.55},
-	{"Granted/ours", "Granted/uber", 0.85},
-	{"Denied/ours", "Denied/xrate", 0.4},
-	{"GrantedParallel/ours", "GrantedParallel/xrate", 0.9},
+	{"Granted/ours", "Granted/xrate", 0.3},
+	{"Granted/ours", "Granted/uber", 0.5},
+	{"Denied/ours", "Denied/xrate", 0.2},
+	{"GrantedParallel/ours", "GrantedParallel/xrate", 0.5},
 	{"GrantedParallel/ours", "GrantedParallel/uber", 1.0},
 	{"DeniedParallel/ours", "DeniedParallel/xrate", 0.9},
 }

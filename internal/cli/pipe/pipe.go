@@ -174,7 +174,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// that refuses (ErrUnavailable) can wrap its Redis call's
 		// timeout, which is not that: show the limiter's own error.
 		var de *shape.DeadlineError
-		if errors.As(err, &de) && (errors.Is(de.Cause, distributed.ErrUnavailable) || errors.Is(de.Cause, distributed.ErrMisconfigured)) {
+		if errors.As(err, &de) && errors.Is(de.Cause, distributed.ErrStore) {
 			err = de.Cause
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)

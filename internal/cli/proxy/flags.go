@@ -93,11 +93,7 @@ func (f *limitFlags) check() (*limitConfig, error) {
 	if lc.alg, err = throttle.ParseAlgorithm(f.alg); err != nil {
 		return nil, fmt.Errorf("--algorithm: %v", err)
 	}
-	probe, err := throttle.NewMemoryStore(throttle.WithMaxKeys(1))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := throttle.New(probe, lc.alg, lc.limit); err != nil {
+	if err := lc.limit.Validate(lc.alg); err != nil {
 		return nil, fmt.Errorf("--limit %s with --algorithm %s: %v", limit, f.alg, err)
 	}
 	switch name, ok := strings.CutPrefix(f.key, "header:"); {

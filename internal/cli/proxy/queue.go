@@ -127,11 +127,7 @@ func parseQueueFlags(f *queueFlags, alg throttle.Algorithm) (*queueConfig, error
 			return nil, fmt.Errorf("--burst %d with --queue %d: too large", ql.atOnce, ql.queue)
 		}
 		ql.limit.Burst = ql.atOnce + ql.queue
-		probe, err := throttle.NewMemoryStore(throttle.WithMaxKeys(1))
-		if err != nil {
-			return nil, err
-		}
-		if _, err := throttle.New(probe, alg, ql.limit); err != nil {
+		if err := ql.limit.Validate(alg); err != nil {
 			return nil, fmt.Errorf("--limit %s with --algorithm %v: %v", s, alg, err)
 		}
 		if seen[s] {

@@ -182,7 +182,7 @@ func TestRLSHoldsFDs(t *testing.T) {
 	require.NoError(t, err)
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	assert.Regexp(t, `\nratelimit_rls_connections_refused_total [1-9]`, string(m))
+	assert.Regexp(t, `\nratelimit_service_connections_refused [1-9]`, string(m))
 }
 
 // TestRLSDrain: SIGTERM turns /healthcheck to 500 and the gRPC health

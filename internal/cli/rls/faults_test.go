@@ -147,7 +147,7 @@ func TestRLSHugeHitsAddend(t *testing.T) {
 				}
 			}
 		}
-		assert.Zero(t, p.metric("ratelimit_rls_store_errors"), store.name)
+		assert.Zero(t, p.metric(`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`), store.name)
 	}
 	assert.Equal(t, answers["memory"], answers["redis"], "the stores agree")
 }
@@ -183,8 +183,8 @@ func TestRLSRedisOutOfMemory(t *testing.T) {
 	}
 	p.waitStderr(t, "outage began: ")
 	assert.NotContains(t, p.stderr.String(), "set up wrong")
-	assert.Equal(t, int64(failing), p.metric("ratelimit_rls_store_errors"))
-	assert.Zero(t, p.metric("ratelimit_rls_store_misconfigured"))
+	assert.Equal(t, int64(failing), p.metric(`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`))
+	assert.Zero(t, p.metric("ratelimit_service_store_misconfigured"))
 
 	srv.CLI("CONFIG", "SET", "maxmemory", "0")
 	_, err := p.call(t.Context(), "test", "w=after")

@@ -50,6 +50,8 @@ type configWatcher struct {
 	// reading is a read that outlived configReadTimeout, still running.
 	reading    <-chan configSnapshot
 	stuckSince time.Time
+	// onLoad, if not nil, is told of each configuration put in use.
+	onLoad func(*rls.Config)
 }
 
 // mtimeSlack is how much earlier than the write itself a file's
@@ -141,6 +143,9 @@ func (w *configWatcher) load(s configSnapshot) {
 		w.svc.ConfigLoadFailed()
 		w.log.Printf("the configuration does not load, keeping the previous one: %v", err)
 		return
+	}
+	if w.onLoad != nil {
+		w.onLoad(cfg)
 	}
 	w.log.Printf("configuration reloaded: %s", describeConfig(cfg))
 }

@@ -71,20 +71,20 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	p := startRLS(t, nil, "--config", dir, "--drain", "1s")
-	loads, errs := p.metric("ratelimit_rls_config_load_success"), int64(0)
+	loads, errs := p.metric("ratelimit_service_config_load_success"), int64(0)
 	limit := uint32(1)
 	for i, nr := range nonRegular {
 		path := filepath.Join(dir, fmt.Sprintf("z%d.yaml", i))
 		remove := nr.make(t, path)
 		errs++
-		p.waitMetric("ratelimit_rls_config_load_error", errs)
+		p.waitMetric("ratelimit_service_config_load_error", errs)
 		p.waitStderr(t, path+": not a regular file: "+nr.kind+", refused")
 		assert.Equal(t, limit, p.limitOf("k"), "%s: the previous configuration is kept", nr.kind)
 
 		// SIGHUP reads again at once, and refuses again.
 		errs++
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
-		p.waitMetric("ratelimit_rls_config_load_error", errs)
+		p.waitMetric("ratelimit_service_config_load_error", errs)
 
 		// The configuration edited, and the file gone: loaded. (In this
 		// order, no look can see the previous configuration alone.)
@@ -92,13 +92,13 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 		writeFile(t, cfg, fmt.Sprintf(perDay, limit))
 		remove()
 		loads++
-		p.waitMetric("ratelimit_rls_config_load_success", loads)
+		p.waitMetric("ratelimit_service_config_load_success", loads)
 		assert.Equal(t, limit, p.limitOf("k"), "%s removed", nr.kind)
 	}
 
 	// A pipe that stays: SIGTERM still exits, at once (after --drain).
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "stays.yaml"), 0o644))
-	p.waitMetric("ratelimit_rls_config_load_error", errs+1)
+	p.waitMetric("ratelimit_service_config_load_error", errs+1)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
 }
@@ -159,7 +159,7 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, stableBefore)
 	p := startRLS(t, nil, "--config", dir, "--reload-interval", "2s")
-	loads := p.metric("ratelimit_rls_config_load_success")
+	loads := p.metric("ratelimit_service_config_load_success")
 	const waiting = "changed; loading it once it reads the same at the next look"
 
 	f, err := os.OpenFile(cfg, os.O_WRONLY|os.O_TRUNC, 0)
@@ -170,10 +170,10 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 	_, err = io.WriteString(f, stableRest)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	p.waitMetric("ratelimit_service_config_load_success", loads+1)
 	assert.Equal(t, uint32(5), p.limitOf("k"))
 	assert.Equal(t, uint32(3), p.limitOf("m"), "the whole file is in force")
-	assert.Equal(t, loads+1, p.metric("ratelimit_rls_config_load_success"), "the half file was never loaded")
+	assert.Equal(t, loads+1, p.metric("ratelimit_service_config_load_success"), "the half file was never loaded")
 	assert.Equal(t, 1, strings.Count(p.stderr.String(), "configuration reloaded"), "stderr: %s", p.stderr.String())
 	assert.Equal(t, 1, strings.Count(p.stderr.String(), waiting))
 
@@ -184,7 +184,7 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 	hourAgo := time.Now().Add(-time.Hour)
 	require.NoError(t, os.Chtimes(tmp, hourAgo, hourAgo))
 	require.NoError(t, os.Rename(tmp, cfg))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+2)
+	p.waitMetric("ratelimit_service_config_load_success", loads+2)
 	assert.Equal(t, uint32(7), p.limitOf("m"))
 	assert.Equal(t, 1, strings.Count(p.stderr.String(), waiting), "an old file does not wait: stderr: %s", p.stderr.String())
 
@@ -192,7 +192,7 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 	// fresh as they are.
 	writeFile(t, cfg, stableHalf)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+3)
+	p.waitMetric("ratelimit_service_config_load_success", loads+3)
 	resp, err := p.call(t.Context(), "test", "m=x")
 	require.NoError(t, err)
 	assert.Nil(t, resp.Statuses[0].CurrentLimit, "SIGHUP loaded the file as it was")

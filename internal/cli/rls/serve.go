@@ -5,19 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,6 +27,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/outage"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -111,15 +112,16 @@ func (c *rlsConfig) serviceOptions() []rls.Option {
 // openStore makes the store: memory, or Redis checked at start. A Redis
 // that answers but is set up wrong is an error wrapping
 // rls.ErrMisconfigured (exit status 2); one that does not answer is a
-// warning on stderr: the service answers UNAVAILABLE until it does.
-func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), err error) {
+// warning on stderr: the service answers UNAVAILABLE until it does, and
+// down is how to ask it again (nil when it answered).
+func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), down func(context.Context) error, err error) {
 	if c.newRedis == nil {
 		// CACHE_KEY_PREFIX names Redis keys: nothing to do in memory.
 		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys), rls.WithMaxBytes(int(c.maxBytes)))
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d keys and %s, for the windows and for the additions each)", c.maxKeys, command.SizeText(c.maxBytes)), func() {}, nil
+		return m, fmt.Sprintf("memory store (at most %d keys and %s, for the windows and for the additions each)", c.maxKeys, command.SizeText(c.maxBytes)), func() {}, nil, nil
 	}
 	redisflag.Quiet() // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
@@ -133,48 +135,23 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	rs, err := rls.NewRedisStore(client, sopts...)
 	if err != nil {
 		client.Close()
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
 	defer cancel()
 	if err := redisflag.ClusterNodeAsServer(ctx, client); err != nil {
 		client.Close()
-		return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+		return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 	}
 	if err := rs.Check(ctx); err != nil {
 		if redisflag.Misconfigured(err) {
 			client.Close()
-			return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+			return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 		}
-		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE until it does\n", c.redisWhere, err)
+		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE, and /healthcheck 500, until it does\n", c.redisWhere, err)
+		down = rs.Check
 	}
-	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
-}
-
-// rlsHealth is the state /healthcheck and the gRPC health service report.
-type rlsHealth struct {
-	ok   atomic.Bool
-	grpc *health.Server
-}
-
-func (h *rlsHealth) set(ok bool) {
-	h.ok.Store(ok)
-	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
-		st = healthpb.HealthCheckResponse_SERVING
-	}
-	h.grpc.SetServingStatus("", st)
-	h.grpc.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
-}
-
-// ServeHTTP is /healthcheck: "OK", or 500 while stopping, as the
-// reference answers.
-func (h *rlsHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.ok.Load() {
-		w.WriteHeader(http.StatusInternalServerError)
-		return
-	}
-	io.WriteString(w, "OK")
+	return rs, "redis " + c.redisWhere, func() { client.Close() }, down, nil
 }
 
 // jsonHandler is the reference's POST /json: a RateLimitRequest in
@@ -252,63 +229,145 @@ func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
 		}
 	case errors.Is(err, rls.ErrMisconfigured):
 		l.Fail(err, "answered INTERNAL (Redis set up wrong: no wait ends it)")
-	case errors.Is(err, rls.ErrStore):
+	case errors.Is(err, rls.ErrStore) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		// A store failure, the store timeout included; a caller that
+		// gave up (its own cancel or deadline) says nothing of the store.
 		l.Fail(err, "answered "+status.Code(err).String())
+	}
+}
+
+// Health conditions: what /healthcheck waits for, as the reference's
+// health checker's components.
+const (
+	healthStore  = "store"         // Redis answered a first time
+	healthConfig = "configuration" // a first configuration (xDS), one with a domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)
+)
+
+// storeRetryEvery is how often a Redis that did not answer at start is
+// asked again, for the health check.
+const storeRetryEvery = 250 * time.Millisecond
+
+// awaitStore asks the store (down) again every storeRetryEvery until it
+// answers or ctx ends, then turns the health's store condition on and
+// says so.
+func awaitStore(ctx context.Context, down func(context.Context) error, h *serve.Health, where string, l *log.Logger) {
+	t := time.NewTicker(storeRetryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		check, cancel := context.WithTimeout(ctx, redisflag.StartTimeout)
+		err := down(check)
+		cancel()
+		if err == nil {
+			h.Set(healthStore, true)
+			l.Printf("%s answers", where)
+			return
+		}
 	}
 }
 
 // serve runs the service until ctx ends, then drains it.
 func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	const prefix = "ratelimit rls"
-	loaded, cfg, err := c.load()
-	if err != nil {
+	fail := func(status int, err error) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitUsage
+		return status
 	}
-	store, storeName, closeStore, err := c.openStore(stderr)
+	var cfg *rls.Config
+	var loaded configSnapshot
+	if c.xds.url == "" {
+		var err error
+		if loaded, cfg, err = c.load(); err != nil {
+			return fail(command.ExitUsage, err)
+		}
+	}
+	store, storeName, closeStore, storeDown, err := c.openStore(stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitUsage
+		return fail(command.ExitUsage, err)
 	}
 	defer closeStore()
 	svc, err := rls.New(cfg, store, c.serviceOptions()...)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitUsage
+		return fail(command.ExitUsage, err)
+	}
+	grpcOpts, grpcCert, err := c.grpcServerOptions()
+	if err != nil {
+		return fail(command.ExitUsage, err)
+	}
+	mapping, err := newMapper(c.metricsMapper)
+	if errors.Is(err, fs.ErrNotExist) && c.mapperOptional {
+		fmt.Fprintf(stderr, "%s: PROMETHEUS_MAPPER_YAML=%s does not exist: the reference's default metric mapping is used\n", prefix, c.metricsMapper)
+		mapping, err = newMapper("")
+	}
+	if err != nil {
+		return fail(command.ExitUsage, err)
 	}
 	errLog := log.New(stderr, prefix+": ", 0)
 
 	// Listen on everything first, so that a taken address stops the
 	// command before it serves anything.
 	var listeners serve.Listeners
-	grpcLn, err := listeners.Listen("--grpc", c.grpcAddr)
+	grpcLn, err := c.listenGRPC(&listeners)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitFail
+		return fail(command.ExitFail, err)
 	}
 	httpLn, err := listeners.Listen("--http", c.httpAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitFail
+		return fail(command.ExitFail, err)
 	}
 	var metricsLn net.Listener
 	if c.metricsAddr != "" {
 		if metricsLn, err = listeners.Listen("--metrics", c.metricsAddr); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return command.ExitFail
+			return fail(command.ExitFail, err)
+		}
+	}
+	sm := newServiceMetrics(svc, mapping)
+	// One cap for every listener: a client holds at most
+	// --max-conns-per-client connections to the whole process, so that one
+	// opening thousands leaves file descriptors for gRPC and /healthcheck.
+	if cc := c.conns.Cap(nil, &sm.connsRefused, errLog); cc != nil {
+		grpcLn, httpLn = cc.Wrap(grpcLn), cc.Wrap(httpLn)
+		if metricsLn != nil {
+			metricsLn = cc.Wrap(metricsLn)
 		}
 	}
 
-	hl := &rlsHealth{grpc: health.NewServer()}
-	hl.set(true)
-	var inFlight, connsRefused atomic.Int64
+	background, stopBackground := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stopBackground()
+		wg.Wait()
+	}()
+	// "ratelimit" is the name the reference's health service answers for.
+	hl := serve.NewHealth(rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit")
+	if storeDown != nil {
+		hl.Set(healthStore, false)
+		wg.Go(func() { awaitStore(background, storeDown, hl, storeName, errLog) })
+	}
+	if c.healthWithConfig && cfg != nil {
+		hl.Set(healthConfig, len(cfg.Domains()) > 0)
+	}
+	for _, p := range []struct {
+		pair *tlsfiles.KeyPair
+		file string
+	}{{grpcCert, c.grpc.tls.CertFile}, {c.redisCert, c.redisTLS.CertFile}} {
+		if p.pair != nil {
+			wg.Go(func() { watchPair(background, p.pair, p.file, c.reloadInterval, errLog) })
+		}
+	}
+
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
-	// What both faces call: counted in flight, store failures logged.
+	// What both faces call: counted in flight, large calls taking turns,
+	// store failures logged.
 	large := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
+		sm.inFlight.Add(1)
+		defer sm.inFlight.Add(-1)
 		if len(req.GetDescriptors()) > largeCall {
 			select {
 			case large <- struct{}{}:
@@ -321,44 +380,57 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		noteStore(storeLog, resp, err)
 		return resp, err
 	})
-	gs := grpc.NewServer(rlsServerOptions()...)
+	gs := grpc.NewServer(append(grpcOpts, grpc.ChainUnaryInterceptor(sm.intercept))...)
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
-	healthpb.RegisterHealthServer(gs, hl.grpc)
+	healthpb.RegisterHealthServer(gs, hl.GRPC())
 
-	// One cap for every listener: a client holds at most
-	// --max-conns-per-client connections to the whole process, so that one
-	// opening thousands leaves file descriptors for gRPC and /healthcheck.
-	if cc := c.conns.Cap(nil, &connsRefused, errLog); cc != nil {
-		grpcLn, httpLn = cc.Wrap(grpcLn), cc.Wrap(httpLn)
-		if metricsLn != nil {
-			metricsLn = cc.Wrap(metricsLn)
+	// The configuration: files, watched; or an xDS server's, with the
+	// gRPC service held until the first arrives unless --force-start.
+	var grpcServer serve.GRPCServer = gs
+	var source string
+	if c.xds.url == "" {
+		source = fmt.Sprintf("%s from %s", describeConfig(cfg), c.configPath)
+		w := newConfigWatcher(c, svc, loaded, errLog)
+		if c.healthWithConfig {
+			w.onLoad = func(cfg *rls.Config) { hl.Set(healthConfig, len(cfg.Domains()) > 0) }
 		}
+		stopWatch := w.start()
+		defer stopWatch()
+	} else {
+		var stopXDS func()
+		if grpcServer, source, stopXDS, err = c.serveXDS(background, svc, gs, hl, errLog); err != nil {
+			listeners.Close()
+			return fail(command.ExitUsage, err)
+		}
+		defer stopXDS()
 	}
+
 	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls", Drain: c.drain}
-	servers.GRPC(gs, grpcLn)
+	servers.GRPC(grpcServer, grpcLn)
 	mux := http.NewServeMux()
 	mux.Handle("POST /json", jsonHandler(answer, c.conns.ReadTimeout))
 	mux.Handle("/healthcheck", hl)
 	servers.HTTP(c.conns.Apply(&http.Server{Handler: mux, ErrorLog: errLog}), httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
-		servers.HTTP(c.conns.Apply(metrics.Server(func(out io.Writer) {
-			svc.WriteMetrics(out)
-			w := metrics.Writer{W: out}
-			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
-			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
-			w.Family("ratelimit_rls_connections_refused_total", "counter", "Connections closed at once over --max-conns-per-client.")
-			w.Sample("ratelimit_rls_connections_refused_total", connsRefused.Load())
-		}, errLog)), metricsLn)
-		metricsNote = metrics.Banner(metricsLn)
+		reg, err := metrics.NewRegistry(sm)
+		if err != nil {
+			return fail(command.ExitFail, err)
+		}
+		servers.HTTP(c.conns.Apply(metrics.Server(reg, c.metricsPath, errLog)), metricsLn)
+		metricsNote = metrics.Banner(metricsLn, c.metricsPath)
 	}
 
-	w := newConfigWatcher(c, svc, loaded, errLog)
-	stopWatch := w.start()
-	defer stopWatch()
+	tlsNote := ""
+	if c.grpc.useTLS {
+		tlsNote = " (TLS"
+		if c.grpc.tls.ClientCAFile != "" {
+			tlsNote += ", client certificates required"
+		}
+		tlsNote += ")"
+	}
+	fmt.Fprintf(stdout, "%s: gRPC on %s%s, HTTP on http://%s%s; %s; %s\n",
+		prefix, grpcAddrString(grpcLn), tlsNote, httpLn.Addr(), metricsNote, source, storeName)
 
-	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",
-		prefix, grpcLn.Addr(), httpLn.Addr(), metricsNote, describeConfig(cfg), c.configPath, storeName)
-
-	return servers.Run(ctx, func() { hl.set(false) })
+	return servers.Run(ctx, hl.Stopping)
 }

@@ -209,7 +209,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		switch {
 		case !r.Started:
 			notStarted++
-			if errors.Is(r.Err, distributed.ErrUnavailable) || errors.Is(r.Err, distributed.ErrMisconfigured) {
+			if errors.Is(r.Err, distributed.ErrStore) {
 				// The shared limit refuses (failing closed, or
 				// failing open before Redis ever answered, without
 				// --safe-rate, or Redis set up wrong): start

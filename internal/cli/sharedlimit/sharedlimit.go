@@ -162,7 +162,7 @@ func (c *Config) Begin(w io.Writer, prefix string, rate float64, opts []distribu
 	if err := sl.start(w, prefix, format); err != nil {
 		fmt.Fprintf(w, "%s: %v\n", prefix, err)
 		sl.close(w, prefix)
-		if errors.Is(err, errMisconfigured) || errors.Is(err, distributed.ErrMisconfigured) {
+		if errors.Is(err, distributed.ErrMisconfigured) {
 			return nil, nil, command.ExitUsage
 		}
 		return nil, nil, command.ExitFail
@@ -175,8 +175,15 @@ func (c *Config) Begin(w io.Writer, prefix string, rate float64, opts []distribu
 }
 
 // errMisconfigured marks a start-up failure that is a configuration error
-// (exit status 2), not an outage.
-var errMisconfigured = errors.New("not set up for this limit")
+// (exit status 2), not an outage: the CLI's own finding (a Cluster node
+// given as a server, a PING answered with an error no retry fixes), worded
+// for this command and matching the libraries' one ErrMisconfigured.
+var errMisconfigured error = notSetUp{}
+
+type notSetUp struct{}
+
+func (notSetUp) Error() string        { return "not set up for this limit" }
+func (notSetUp) Is(target error) bool { return target == distributed.ErrMisconfigured }
 
 // MisconfiguredStatus is the exit status for a limiter error: 2 (a usage
 // error) when Redis answered but is set up wrong, which no fallback and no
