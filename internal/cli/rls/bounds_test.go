@@ -97,6 +97,34 @@ func (l *loader) run(ctx context.Context, started chan<- struct{}) {
 	}
 }
 
+// runLoad runs loaders until the returned function is called, returning
+// once each has had a first call answered: the load is on.
+func runLoad(t *testing.T, loaders []*loader) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, l := range loaders {
+		started := make(chan struct{})
+		wg.Go(func() { l.run(ctx, started) })
+		<-started
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// probeOK is a probe of latencyHeld: a call on descriptor entry of domain
+// test, which must be answered OK.
+func (p *rlsProc) probeOK(entry string) func() error {
+	return func() error {
+		resp, err := p.call(p.t.Context(), "test", entry)
+		if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			err = fmt.Errorf("%s answered %v", entry, resp.OverallCode)
+		}
+		return err
+	}
+}
+
 // manyDescriptors is a request of n descriptors of domain test, each with
 // one entry key=<prefix><i>, all distinct.
 func manyDescriptors(key, prefix string, n int) *rlsv3.RateLimitRequest {
@@ -159,16 +187,9 @@ func latencyHeld(t *testing.T, probe func() error, loaders ...*loader) {
 			for _, stop := range spinning {
 				stop()
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			var wg sync.WaitGroup
-			for _, l := range loaders {
-				started := make(chan struct{})
-				wg.Go(func() { l.run(ctx, started) })
-				<-started
-			}
+			stop := runLoad(t, loaders)
 			measure(&loaded)
-			cancel()
-			wg.Wait()
+			stop()
 		}
 		a, b, l := p99(alone), p99(busy), p99(loaded)
 		t.Logf("attempt %d: p99 alone %v, beside spinning cores %v, under load %v (%.2f×)", attempt, a, b, l, float64(l)/float64(b))
@@ -218,15 +239,8 @@ func TestRLSManyDescriptors(t *testing.T) {
 	t.Logf("refused in %v", time.Since(start))
 
 	q := startRLS(t, nil, "--config", cfg, "--max-descriptors", "80000")
-	probe := func() error {
-		resp, err := q.call(t.Context(), "test", "w=probe")
-		if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
-			err = fmt.Errorf("probe answered %v", resp.OverallCode)
-		}
-		return err
-	}
 	l = newLoader(t, q, huge)
-	latencyHeld(t, probe, l)
+	latencyHeld(t, q.probeOK("w=probe"), l)
 	t.Logf("the load's answers: %v", l.codes)
 	assert.Zero(t, l.codes[codes.InvalidArgument]+l.codes[codes.ResourceExhausted]+l.codes[codes.Internal],
 		"80 000 descriptors under --max-descriptors 80000: %v", l.codes)
@@ -250,14 +264,7 @@ func TestRLSFloodFillingMemoryStore(t *testing.T) {
 	for range flood { // full before the measure
 		require.Equal(t, codes.OK, l.call(t.Context()))
 	}
-	probe := func() error {
-		resp, err := p.call(t.Context(), "test", "w=probe")
-		if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
-			err = fmt.Errorf("probe answered %v", resp.OverallCode)
-		}
-		return err
-	}
-	latencyHeld(t, probe, l)
+	latencyHeld(t, p.probeOK("w=probe"), l)
 	assert.Zero(t, l.codes[codes.Unavailable]+l.codes[codes.Internal], "the flood's answers: %v", l.codes)
 }
 

@@ -14,8 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
@@ -140,31 +139,12 @@ func TestRLSHoldsFDs(t *testing.T) {
 
 	addrs := []string{p.grpcAddr, hostOf(p.httpURL), hostOf(p.metricsURL)}
 	const attack = 2100
-	conns := make([]net.Conn, attack)
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 50 {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < attack; i = int(next.Add(1) - 1) {
-				c, err := net.DialTimeout("tcp", addrs[i%3], rlsWait)
-				if err != nil {
-					continue // the backlog is full: a refused connection holds nothing
-				}
-				conns[i] = c
-				if i%2 == 0 && i%3 != 0 {
-					_, _ = io.WriteString(c, "GET /healthcheck HTTP/1.1\r\nHost: rls\r\n") // headers never ended
-				}
-			}
-		})
-	}
-	wg.Wait()
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
+	clitest.HoldConns(t, attack, func(i int) string { return addrs[i%3] }, func(i int) string {
+		if i%2 == 0 && i%3 != 0 {
+			return "GET /healthcheck HTTP/1.1\r\nHost: rls\r\n" // headers never ended
 		}
-	}()
+		return ""
+	})
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()

@@ -6,14 +6,12 @@ package rls
 // under load.
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,13 +65,7 @@ func TestRLSLargeCallsOnRedis(t *testing.T) {
 	srv.CLI("CONFIG", "SET", "slowlog-log-slower-than", "50000") // µs
 	srv.CLI("SLOWLOG", "RESET")
 	large := []*loader{newLoader(t, p, manyDescriptors("w", "a", 10_000)), newLoader(t, p, manyDescriptors("g", "b", 10_000))}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	for _, l := range large {
-		started := make(chan struct{})
-		wg.Go(func() { l.run(ctx, started) })
-		<-started
-	}
+	stop := runLoad(t, large)
 	const ordinary = 300
 	failed := map[codes.Code]int{}
 	var took []time.Duration
@@ -84,8 +76,7 @@ func TestRLSLargeCallsOnRedis(t *testing.T) {
 		}
 		took = append(took, time.Since(start))
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	t.Logf("%d ordinary calls beside the large ones: p99 %v, failed: %v; the large ones' answers: %v, %v",
 		ordinary, p99(took), failed, large[0].codes, large[1].codes)
 	assert.Empty(t, failed, "ordinary calls beside two callers of 10 000 descriptors")
@@ -212,57 +203,19 @@ func TestRLSRedisKilledUnderLoad(t *testing.T) {
 	p := startRLS(t, nil, "--config", cfg, "--redis", clitest.RedisURL(srv))
 	p.warm("k=warm")
 
-	const workers, after, fast, allowedSlow = 4, 30, 25 * time.Millisecond, 3
-	type result struct {
-		took time.Duration
-		code codes.Code
-	}
-	got := make([][]result, workers)
-	var warmed, done sync.WaitGroup
-	killed := make(chan struct{})
-	warmed.Add(workers)
-	for w := range workers {
-		done.Go(func() {
-			warm := false
-			recording := false
-			for len(got[w]) < after {
-				if !recording {
-					select {
-					case <-killed:
-						recording = true
-					default:
-					}
-				}
-				start := time.Now()
-				_, err := p.call(t.Context(), "test", "k=w"+strconv.Itoa(w))
-				r := result{time.Since(start), status.Code(err)}
-				if !warm && err == nil {
-					warm = true
-					warmed.Done()
-				}
-				if recording {
-					got[w] = append(got[w], r)
-				}
-			}
-		})
-	}
-	warmed.Wait()
-	srv.Kill()
-	close(killed)
-	done.Wait()
+	calls := redistest.KillUnderLoad(t, srv, 4, 30, func() error {
+		_, err := p.call(t.Context(), "test", "k=load")
+		return err
+	})
+	redistest.CheckFast(t, calls, 25*time.Millisecond, 3)
 	failed := 0
-	for w, rs := range got {
-		slow := 0
-		for _, r := range rs {
-			if r.code != codes.OK {
+	for w, cs := range calls {
+		for _, c := range cs {
+			if c.Err != nil {
 				failed++
-			}
-			assert.Contains(t, []codes.Code{codes.Unavailable, codes.OK}, r.code, "worker %d", w)
-			if r.took > fast {
-				slow++
+				assert.Equal(t, codes.Unavailable, status.Code(c.Err), "worker %d: %v", w, c.Err)
 			}
 		}
-		assert.LessOrEqual(t, slow, allowedSlow, "worker %d: %d of %d calls after the kill took over %v: %v", w, slow, len(rs), fast, rs)
 	}
 	p.waitStderr(t, "outage began: ")
 
