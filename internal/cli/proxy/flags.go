@@ -146,7 +146,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.failOpen, "fail-open", false, "let requests through when the store (Redis) cannot be reached, instead of answering 503 (never when it is set up wrong)")
 	f.conns.Register(fs, "--trusted-proxy addresses are exempt")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "answer 504 when the backend has not answered within this `long`")
-	serve.RegisterDrain(fs, &f.drain, 0)
+	serve.RegisterDrain(fs, &f.drain, 0, false)
 }
 
 // stringsFlag collects a repeated flag.

@@ -275,7 +275,7 @@ func (c *rlsConfig) register(fs *flag.FlagSet, rf *redisflag.Flags) {
 	fs.IntVar(&c.metricSeries, "metric-series", rls.DefaultMaxMetricSeries, "the most metric series that requests name (detailed_metric values, unknown domains), each kind apart; past it they are counted under \"(other)\"")
 	fs.Var(command.Size{P: &c.metricLabelBytes, Min: 1, Max: math.MaxInt}, "metric-label-bytes", "the most bytes the labels of those series take, each kind apart (and a 256th of it one label); past it they are counted under \"(other)\"")
 	c.conns.Register(fs, "")
-	serve.RegisterDrain(fs, &c.drain, serve.DefaultDrain)
+	serve.RegisterDrain(fs, &c.drain, serve.DefaultDrain, true)
 	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
 	registerXDSFlags(fs, &c.xds)
 	registerGRPCFlags(fs, &c.grpc)

@@ -89,9 +89,14 @@ func (c *signalCause) Error() string { return "received " + c.sig.String() }
 // the calls in flight, which take milliseconds.
 const DefaultDrain = 6 * time.Second
 
-// RegisterDrain defines --drain on fs, into d, with default def.
-func RegisterDrain(fs *flag.FlagSet, d *time.Duration, def time.Duration) {
-	fs.DurationVar(d, "drain", def, "after SIGTERM, keep serving this `long` (health checks failing) before refusing new connections; 0: none")
+// RegisterDrain defines --drain on fs, into d, with default def; health
+// says whether the command has health checks to fail meanwhile.
+func RegisterDrain(fs *flag.FlagSet, d *time.Duration, def time.Duration, health bool) {
+	during := "each HTTP connection closed after its answer"
+	if health {
+		during = "health checks failing, " + during
+	}
+	fs.DurationVar(d, "drain", def, "after SIGTERM, keep serving this `long` ("+during+") before refusing new connections; 0: none")
 }
 
 // CheckDrain refuses a negative --drain.
@@ -202,7 +207,11 @@ func (g *Group) Run(ctx context.Context, stopping func()) int {
 		window = 0
 	}
 	if window > 0 {
-		fmt.Fprintf(g.Stderr, "%s: shutting down: serving on for %v (--drain) with health checks failing, then letting %s in flight finish; a second signal ends the wait\n", g.Prefix, window, g.Work)
+		health := ""
+		if stopping != nil {
+			health = " with health checks failing"
+		}
+		fmt.Fprintf(g.Stderr, "%s: shutting down: serving on for %v (--drain)%s, then letting %s in flight finish; a second signal ends the wait\n", g.Prefix, window, health, g.Work)
 	} else {
 		fmt.Fprintf(g.Stderr, "%s: shutting down, letting %s in flight finish\n", g.Prefix, g.Work)
 	}
