@@ -25,7 +25,8 @@ import (
 // of one bucket's 100 get their max-min shares of it (99 %: the server
 // keeps 1 % unassigned), 10, 30, 29.5 and 29.5. Over 20 s (the long
 // size) the fleet admits 100/s within 5 % and each Envoy its share within
-// 10 %; over 4 s (everyday), within 8 % and 15 %.
+// 10 %, capacities included; over 4 s (everyday), within 8 % and 15 %
+// beyond what the token buckets' capacities allow.
 func TestRLQSUnequalDemands(t *testing.T) {
 	t.Parallel()
 	window := testlong.Pick(4*time.Second, 20*time.Second)
@@ -42,6 +43,11 @@ func TestRLQSUnequalDemands(t *testing.T) {
 		func() bool { return runningNear(f.all, api, shares, 0.95, 1.3) })
 	t.Logf("settled after %v", took)
 	w := measure(f.all, api, window)
+	if testlong.Enabled() {
+		// Over 20 s the bounds hold with the token buckets' capacities
+		// inside them.
+		w = w.strict()
+	}
 	within(t, "each Envoy", w, shares, eachTol)
 	within(t, "the fleet", w.fleet(), []float64{100}, fleetTol)
 }

@@ -110,30 +110,14 @@ const (
 // Run runs `ratelimit rlqs` with args (what follows "rlqs" on the command
 // line) and returns its exit status.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rlqs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	c := &rlqsConfig{}
-	fs.StringVar(&c.configPath, "config", "", "the buckets' limits: a YAML `FILE` (docs/rlqs.md)")
-	fs.StringVar(&c.grpcAddr, "grpc", defaultGRPC, "serve StreamRateLimitQuotas (gRPC) and the gRPC health service on this `address`")
-	fs.StringVar(&c.httpAddr, "http", defaultHTTP, "serve GET /healthcheck on this `address`")
 	var rf redisflag.Flags
-	rf.Register(fs, "share each bucket's limit with the replicas on the Redis at `URL` (default: this process alone)")
-	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
-	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for a change of --config this often")
-	fs.DurationVar(&c.settle, "settle-time", rlqs.DefaultSettleTime, "how long an assignment takes to reach its Envoy: a rate taken from one is given to another only after it (above the slowest Envoy's one-way latency)")
-	fs.DurationVar(&c.allocation, "allocation-interval", rlqs.DefaultAllocationInterval, "compute the shares of buckets whose demand moved this often: the longest a report waits for the assignment it causes")
-	fs.DurationVar(&c.storeTimeout, "store-timeout", rlqs.DefaultStoreTimeout, "with --redis: a claim that takes longer is an outage (the bucket keeps its last shares)")
-	fs.StringVar(&c.serverID, "server-id", "", "with --redis: this replica's `name` among those sharing the Redis, unique to each (default: hostname-pid-start time)")
-	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), rlqsUsage)
-		fs.PrintDefaults()
-	}
+	fs := c.flags(&rf)
+	fs.SetOutput(stderr)
 	words, done, status := command.ParseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return status
 	}
-	const prefix = "ratelimit rlqs"
 	if len(words) > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q (the configuration is given with --config FILE)\n", prefix, words[0])
 		return command.ExitUsage
@@ -148,6 +132,27 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := serve.SignalContext()
 	defer stop()
 	return c.serve(ctx, stdout, stderr)
+}
+
+// flags defines rlqs's flags, into c and rf.
+func (c *rlqsConfig) flags(rf *redisflag.Flags) *flag.FlagSet {
+	fs := flag.NewFlagSet("rlqs", flag.ContinueOnError)
+	fs.StringVar(&c.configPath, "config", "", "the buckets' limits: a YAML `FILE` (docs/rlqs.md)")
+	fs.StringVar(&c.grpcAddr, "grpc", defaultGRPC, "serve StreamRateLimitQuotas (gRPC) and the gRPC health service on this `address`")
+	fs.StringVar(&c.httpAddr, "http", defaultHTTP, "serve GET /healthcheck on this `address`")
+	rf.Register(fs, "share each bucket's limit with the replicas on the Redis at `URL` (default: this process alone)")
+	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for a change of --config this often")
+	fs.DurationVar(&c.settle, "settle-time", rlqs.DefaultSettleTime, "how long an assignment takes to reach its Envoy: a rate taken from one is given to another only after it (above the slowest Envoy's one-way latency)")
+	fs.DurationVar(&c.allocation, "allocation-interval", rlqs.DefaultAllocationInterval, "compute the shares of buckets whose demand moved this often: the longest a report waits for the assignment it causes")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", rlqs.DefaultStoreTimeout, "with --redis: a claim that takes longer is an outage (the bucket keeps its last shares)")
+	fs.StringVar(&c.serverID, "server-id", "", "with --redis: this replica's `name` among those sharing the Redis, unique to each (default: hostname-pid-start time)")
+	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), rlqsUsage)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // resolve checks the flags' values and reads --redis into a client maker.

@@ -208,6 +208,12 @@ func (w window) fleet() window {
 	return window{secs: w.secs, allowed: []float64{sum(w.allowed)}, capacity: []float64{sum(w.capacity)}}
 }
 
+// strict is w with no allowance for the token buckets' capacities.
+func (w window) strict() window {
+	w.capacity = make([]float64, len(w.allowed))
+	return w
+}
+
 // within checks that each Envoy admitted its want per second over the
 // window: at least want·T·(1 − tol), at most want·T·(1 + tol) plus the
 // capacity of its token buckets (the bound: rate × time + capacities).
@@ -403,7 +409,9 @@ func TestRLQSReload(t *testing.T) {
 	f.drive(e, api, 100)
 	follow := func(want float64) {
 		t.Helper()
-		took := eventually(t, waitLimit, func() string { return fmt.Sprintf("rate %.2f, want %.2f; stderr: %s", rates(f.all, api), want, p.Stderr.String()) },
+		took := eventually(t, waitLimit, func() string {
+			return fmt.Sprintf("rate %.2f, want %.2f; stderr: %s", rates(f.all, api), want, p.Stderr.String())
+		},
 			func() bool { return runningNear(f.all, api, []float64{want}, 0.97, 1.03) })
 		t.Logf("running %.2f/s after %v", want, took)
 	}
