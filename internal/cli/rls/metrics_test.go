@@ -214,6 +214,22 @@ func TestRLSMetricsMappingRefused(t *testing.T) {
 	}
 }
 
+// TestRLSMetricsMappingOptional: PROMETHEUS_MAPPER_YAML naming a file that
+// does not exist (Envoy Gateway always sets it, and mounts the file from an
+// optional ConfigMap) falls back to the reference's default mapping with a
+// warning, where the --metrics-mapping flag refuses to start.
+func TestRLSMetricsMappingOptional(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "d.yaml"), metricsConfig)
+	missing := filepath.Join(dir, "statsd", "conf.yaml")
+	p := launchRLS(t, []string{"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0", "PROMETHEUS_MAPPER_YAML=" + missing},
+		[]string{"rls", "--config", dir, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"})
+	p.waitStderr(t, "PROMETHEUS_MAPPER_YAML="+missing+" does not exist: the reference's default metric mapping is used")
+	metricsCalls(t, p)
+	page, body := p.scrape(t)
+	assert.Empty(t, metricstest.Diff(readPage(t, "default.txt"), page, "ratelimit_service_rate_limit_"), "%s", body)
+}
+
 // TestServiceMetricsFold: the series that requests name past
 // WithMetricSeriesLimit are one series of their domain, key1="(other)",
 // whose counts are whole; an IPv4 address in a stat key is one element

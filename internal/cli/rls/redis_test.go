@@ -172,14 +172,29 @@ func TestRLSGracefulStop(t *testing.T) {
 	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
 }
 
-// TestRLSRefusalCache: with --refusal-cache, a counter over its limit is
-// answered from this process until its window ends: with Redis gone, it is
-// still OVER_LIMIT (no round trip), while another counter is UNAVAILABLE.
+// TestRLSRefusalCache: with --refusal-cache (or the reference's
+// LOCAL_CACHE_SIZE_IN_BYTES), a counter over its limit is answered from
+// this process until its window ends: with Redis gone, it is still
+// OVER_LIMIT (no round trip), while another counter is UNAVAILABLE.
 func TestRLSRefusalCache(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"--refusal-cache", "100"}},
+		{[]string{"LOCAL_CACHE_SIZE_IN_BYTES=1048576"}, nil},
+	} {
+		t.Run(strings.Join(append(c.env, c.args...), " "), func(t *testing.T) {
+			refusalCache(t, c.env, c.args)
+		})
+	}
+}
+
+func refusalCache(t *testing.T, env, args []string) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--refusal-cache", "100")
+	p := startRLS(t, env, append([]string{"--config", cfg, "--redis", "redis://" + srv.Addr() + "/0"}, args...)...)
 	ctx := t.Context()
 	for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 		resp, err := p.call(ctx, "test", "k=x")

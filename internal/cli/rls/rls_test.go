@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -56,7 +57,7 @@ type rlsProc struct {
 	status      int
 }
 
-var rlsBanner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:, metrics on (http://[^/;]+)(/[^;]*))?;`)
+var rlsBanner = regexp.MustCompile(`gRPC on (\S+)(?: \([^)]*\))?, HTTP on (http://[^,;]+)(?:, metrics on (http://[^/;]+)(/[^;]*))?;`)
 
 // startRLS starts the binary on free loopback ports with args (after
 // --grpc, --http, --metrics and a short --reload-interval, which args may
@@ -71,10 +72,23 @@ func startRLS(t *testing.T, env []string, args ...string) *rlsProc {
 // env, and waits for its banner.
 func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 	t.Helper()
-	bin := clitest.Binary(t)
-	args := full[1:]
-	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	return launchRLSOver(t, env, full, insecure.NewCredentials())
+}
+
+// launchRLSOver is launchRLS with creds for the client's connection (TLS).
+func launchRLSOver(t *testing.T, env []string, full []string, creds credentials.TransportCredentials) *rlsProc {
+	t.Helper()
+	cmd := exec.Command(clitest.Binary(t), full...)
+	cmd.Env = append(os.Environ(), env...)
+	return attachRLS(t, cmd, creds)
+}
+
+// attachRLS starts cmd, `ratelimit rls` however it is run (the binary, a
+// container), waits for its banner and connects a client with creds.
+func attachRLS(t *testing.T, cmd *exec.Cmd, creds credentials.TransportCredentials) *rlsProc {
+	t.Helper()
+	args := cmd.Args[1:]
+	p := &rlsProc{t: t, cmd: cmd, exited: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -116,7 +130,7 @@ func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 	case <-time.After(rlsWait):
 		t.Fatalf("rls %q: no banner within %v; stderr: %s", args, rlsWait, p.stderr.String())
 	}
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	p.client = rlsv3.NewRateLimitServiceClient(conn)
@@ -461,12 +475,7 @@ func TestRLSResolve(t *testing.T) {
 		{map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, "memcache is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": "true"}, "per-second limits is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "p:1"}, "per-second limits is not supported"},
-		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "--refusal-cache"},
-		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, "--count-only-admitted"},
 		{map[string]string{"QUOTA_MODE": "true"}, "quota mode"},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "only configuration files"},
-		{map[string]string{"GRPC_UDS": "/run/rl.sock"}, "Unix socket"},
-		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "TLS is not supported"},
 		{map[string]string{"BACKEND_TYPE": "redis"}, "needs REDIS_URL"},
 	} {
 		c := defaults()
@@ -485,4 +494,110 @@ func TestRLSUnsupportedAtDefault(t *testing.T) {
 	}
 	c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second, maxKeys: 10}
 	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+}
+
+// TestRLSResolveGateway: how the settings Envoy Gateway and the reference
+// use combine with the flags, and the errors for what cannot be honoured.
+func TestRLSResolveGateway(t *testing.T) {
+	lookup := func(env map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+	resolve := func(given map[string]bool, env map[string]string, set func(*rlsConfig)) (*rlsConfig, error) {
+		c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second,
+			maxKeys: 10, grpc: grpcSettings{maxAge: defaultMaxConnectionAge, maxAgeGrace: defaultMaxConnectionAgeGrace}}
+		c.xds.nodeID = "default"
+		if set != nil {
+			set(c)
+		}
+		return c, c.resolve(given, "", lookup(env))
+	}
+
+	// Envoy Gateway's environment: xDS over TLS, gRPC over TLS without
+	// client certificates, GRPC_SERVER_TLS_CA_CERT ignored.
+	c, err := resolve(nil, map[string]string{
+		"RUNTIME_ROOT": "/data", "CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001",
+		"CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit", "GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt",
+		"GRPC_SERVER_TLS_KEY": "/certs/tls.key", "GRPC_SERVER_TLS_CA_CERT": "/certs/ca.crt",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true", "CONFIG_GRPC_XDS_NODE_METADATA": "zone=a,region=b",
+		"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-token:t1", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s",
+		"XDS_CLIENT_BACKOFF_MAX_INTERVAL": "8s", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "2", "XDS_CLIENT_BACKOFF_JITTER": "false",
+		"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "500ms", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "8388608",
+		"GRPC_MAX_CONNECTION_AGE": "1h", "GRPC_MAX_CONNECTION_AGE_GRACE": "5m",
+	}, nil)
+	require.NoError(t, err)
+	x := c.xds
+	assert.Equal(t, "envoy-gateway:18001", x.url)
+	assert.Equal(t, "envoy-ratelimit", x.nodeID)
+	assert.Equal(t, map[string]string{"zone": "a", "region": "b"}, x.nodeMetadata)
+	assert.Equal(t, map[string]string{"x-token": "t1"}, x.headers)
+	assert.True(t, x.useTLS)
+	assert.Equal(t, "/certs/tls.crt", x.tls.CertFile)
+	assert.Equal(t, "/certs/ca.crt", x.tls.CAFile)
+	assert.Equal(t, time.Second, x.backoff.Initial)
+	assert.Equal(t, 8*time.Second, x.backoff.Max)
+	assert.Equal(t, 2.0, x.backoff.Factor)
+	assert.False(t, x.backoff.Jitter)
+	assert.Equal(t, 500*time.Millisecond, x.connectRetry)
+	assert.Equal(t, 8388608, x.maxMsgSize)
+	assert.True(t, x.forceStart)
+	assert.True(t, c.grpc.useTLS)
+	assert.Empty(t, c.grpc.tls.ClientCAFile, "GRPC_SERVER_TLS_CA_CERT asks for no client certificate")
+	assert.Equal(t, time.Hour, c.grpc.maxAge)
+	assert.Equal(t, 5*time.Minute, c.grpc.maxAgeGrace)
+
+	// The reference's default server; --config wins over CONFIG_TYPE.
+	c, err = resolve(nil, map[string]string{"CONFIG_TYPE": "grpc_xds_sotw"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "localhost:18000", c.xds.url)
+	assert.Equal(t, "default", c.xds.nodeID)
+	assert.False(t, c.xds.useTLS)
+	c, err = resolve(map[string]bool{"config": true}, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, func(c *rlsConfig) { c.configPath = "/etc/rl" })
+	require.NoError(t, err)
+	assert.Empty(t, c.xds.url)
+
+	// GRPC_UDS replaces GRPC_HOST:GRPC_PORT; the count and the cache.
+	c, err = resolve(nil, map[string]string{"GRPC_UDS": "/run/rl.sock", "GRPC_PORT": "9000", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true",
+		"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "unix:/run/rl.sock", c.grpcAddr)
+	assert.True(t, c.countOnlyAdmitted)
+	assert.Equal(t, 1048576/128, c.refusalCache)
+	c, err = resolve(nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1000"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 4096, c.refusalCache, "the reference's least: freecache's 512 KiB")
+	c, err = resolve(map[string]bool{"refusal-cache": true}, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp",
+		"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, func(c *rlsConfig) { c.refusalCache = 7 })
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.refusalCache, "the flag wins")
+
+	for _, tc := range []struct {
+		given map[string]bool
+		env   map[string]string
+		want  string
+	}{
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_DELTA"}, `CONFIG_TYPE="GRPC_XDS_DELTA": want FILE or GRPC_XDS_SOTW`},
+		{map[string]bool{"config": true, "xds": true}, nil, "--config and --xds"},
+		{map[string]bool{"force-start": true}, nil, "--force-start applies with --xds"},
+		{map[string]bool{"check": true}, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "--check validates configuration files"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/c"}, "CONFIG_GRPC_XDS_SERVER_USE_TLS is not true"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "novalue"}, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "1s"}, "max interval"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "soon"}, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"},
+		{nil, map[string]string{"GRPC_SERVER_TLS_CERT": "/c"}, "GRPC_SERVER_USE_TLS is not true"},
+		{nil, map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "needs a certificate and its key"},
+		{nil, map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k",
+			"GRPC_CLIENT_TLS_SAN": "envoy"}, "needs --grpc-tls-client-ca"},
+		{nil, map[string]string{"GRPC_MAX_CONNECTION_AGE": "-1s"}, "GRPC_MAX_CONNECTION_AGE"},
+		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TLS_CLIENT_CERT": "/c"}, "REDIS_TLS is not true"},
+		{nil, map[string]string{"REDIS_URL": "redis://h:1", "REDIS_TLS_CACERT": "/c"}, "does not ask for TLS"},
+		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/nonexistent"}, "/nonexistent"},
+		{nil, map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "LOCAL_CACHE_SIZE_IN_BYTES applies to Redis"},
+		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "-1"}, "LOCAL_CACHE_SIZE_IN_BYTES=-1"},
+		{nil, map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "sometimes"}, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"},
+	} {
+		_, err := resolve(tc.given, tc.env, func(c *rlsConfig) { c.check = tc.given["check"] })
+		assert.ErrorContains(t, err, tc.want, "%v %v", tc.given, tc.env)
+	}
 }
