@@ -19,6 +19,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/rlqs"
 )
 
@@ -36,7 +37,8 @@ bound the limits hold to, and a complete envoy.yaml.
 One process serves alone. With --redis URL, every replica on that Redis
 shares each bucket's limit among all their Envoys:
 ` + redisflag.URLForms + `The password is better given with --redis-password-file or $REDIS_PASSWORD
-than in the URL, where every user of the machine can read it.
+than in the URL, where every user of the machine can read it; a rediss://
+URL takes a client certificate and CAs with the --redis-tls-* flags.
 A Redis that answers but is set up wrong (a wrong password or database, a
 cluster URL for a single server or the reverse) stops the command at start
 with exit status 2; one that does not answer yet is a warning, and the
@@ -91,6 +93,8 @@ type rlqsConfig struct {
 	redisURL       string // as given; "" alone
 	newRedis       func() redis.UniversalClient
 	redisWhere     string
+	redisCert      *tlsfiles.KeyPair // a client certificate kept fresh
+	redisTLSCert   string            // its file
 	reloadInterval time.Duration
 	settle         time.Duration
 	allocation     time.Duration
@@ -141,6 +145,7 @@ func (c *rlqsConfig) flags(rf *redisflag.Flags) *flag.FlagSet {
 	fs.StringVar(&c.grpcAddr, "grpc", defaultGRPC, "serve StreamRateLimitQuotas (gRPC) and the gRPC health service on this `address`")
 	fs.StringVar(&c.httpAddr, "http", defaultHTTP, "serve GET /healthcheck on this `address`")
 	rf.Register(fs, "share each bucket's limit with the replicas on the Redis at `URL` (default: this process alone)")
+	rf.TLS.Register(fs)
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for a change of --config this often")
 	fs.DurationVar(&c.settle, "settle-time", rlqs.DefaultSettleTime, "how long an assignment takes to reach its Envoy: a rate taken from one is given to another only after it (above the slowest Envoy's one-way latency)")
@@ -187,6 +192,9 @@ func (c *rlqsConfig) resolve(given map[string]bool, rf redisflag.Flags, getenv f
 		if rf.PasswordFile != "" {
 			return redisflag.ErrPasswordFileAlone
 		}
+		if rf.TLS.Given() {
+			return errors.New("the --redis-tls-* flags apply to a rediss:// --redis URL")
+		}
 		for _, f := range []string{"store-timeout", "server-id"} {
 			if given[f] {
 				return fmt.Errorf("--%s applies to replicas sharing a Redis: give --redis URL", f)
@@ -199,6 +207,7 @@ func (c *rlqsConfig) resolve(given map[string]bool, rf redisflag.Flags, getenv f
 	}
 	c.redisURL = rf.URL
 	var err error
-	c.newRedis, c.redisWhere, err = rf.Client(getenv)
+	c.newRedis, c.redisWhere, c.redisCert, err = rf.Open(getenv)
+	c.redisTLSCert = rf.TLS.CertFile
 	return err
 }

@@ -8,11 +8,10 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"sync"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
@@ -66,18 +65,9 @@ func (c *rlqsConfig) openStore() (store rlqs.Store, where string, closeStore fun
 		client.Close()
 		return nil, "", nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
-	defer cancel()
-	if err := redisflag.ClusterNodeAsServer(ctx, client); err != nil {
+	if unreachable, err = redisflag.CheckAtStart(client, c.redisWhere, rs.Check); err != nil {
 		client.Close()
-		return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
-	}
-	if err := rs.Check(ctx); err != nil {
-		if redisflag.Misconfigured(err) {
-			client.Close()
-			return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
-		}
-		unreachable = err
+		return nil, "", nil, nil, err
 	}
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, unreachable, nil
 }
@@ -94,31 +84,6 @@ func noteStore(l *outage.Log, err error) {
 	default:
 		l.Fail(err, "skipped (the buckets keep their last shares)")
 	}
-}
-
-// healthState is what /healthcheck and the gRPC health service report.
-type healthState struct {
-	ok   atomic.Bool
-	grpc *health.Server
-}
-
-func (h *healthState) set(ok bool) {
-	h.ok.Store(ok)
-	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
-		st = healthpb.HealthCheckResponse_SERVING
-	}
-	h.grpc.SetServingStatus("", st)
-	h.grpc.SetServingStatus(rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName, st)
-}
-
-// ServeHTTP is /healthcheck: "OK", or 500 once stopping, as rls answers.
-func (h *healthState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.ok.Load() {
-		w.WriteHeader(http.StatusInternalServerError)
-		return
-	}
-	io.WriteString(w, "OK")
 }
 
 // stoppingServer is the gRPC server of the service: its graceful stop
@@ -186,11 +151,28 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 
-	hl := &healthState{grpc: health.NewServer()}
-	hl.set(true)
+	background, stopBackground := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stopBackground()
+		wg.Wait()
+	}()
+	if c.redisCert != nil {
+		wg.Go(func() {
+			c.redisCert.Watch(background, c.reloadInterval, func(err error) {
+				if err != nil {
+					errLog.Printf("Redis client certificate %s: %v; keeping the one in use", c.redisTLSCert, err)
+				} else {
+					errLog.Printf("Redis client certificate %s reloaded", c.redisTLSCert)
+				}
+			})
+		})
+	}
+
+	hl := serve.NewHealth(rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName)
 	gs := grpc.NewServer()
 	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, srv)
-	healthpb.RegisterHealthServer(gs, hl.grpc)
+	healthpb.RegisterHealthServer(gs, hl.GRPC())
 	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "streams"}
 	servers.GRPC(stoppingServer{Server: gs, srv: srv, log: errLog}, grpcLn)
 	mux := http.NewServeMux()
@@ -218,5 +200,5 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		errLog.Printf("warning: redis at %s does not answer (%v); serving, buckets get assignments once it does", c.redisWhere, unreachable)
 		noteStore(storeLog, unreachable)
 	}
-	return servers.Run(ctx, func() { hl.set(false) })
+	return servers.Run(ctx, hl.Stopping)
 }
