@@ -8,11 +8,9 @@ import (
 	"io/fs"
 	"log"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/rlqs"
@@ -126,34 +124,6 @@ type configWatcher struct {
 
 func newConfigWatcher(path string, srv *rlqs.Server, loaded configFile, l *log.Logger, failed *atomic.Uint64) *configWatcher {
 	return &configWatcher{path: path, srv: srv, log: l, failed: failed, loaded: loaded.sum}
-}
-
-// start looks every interval and loads on SIGHUP until the returned
-// function is called.
-func (w *configWatcher) start(interval time.Duration) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				w.look(false)
-			case <-hup:
-				w.look(true)
-			case <-done:
-				return
-			}
-		}
-	})
-	return func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
-	}
 }
 
 // look reads the file and loads it when it changed and read the same at

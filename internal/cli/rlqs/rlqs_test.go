@@ -78,14 +78,7 @@ func (p *proc) metric(name string) float64 {
 	if err != nil {
 		return -1
 	}
-	family, _, labelled := strings.Cut(name, "{")
-	var sum float64
-	for k, v := range page.Series(family) {
-		if k == name || !labelled && (k == family || strings.HasPrefix(k, family+"{")) {
-			sum += v
-		}
-	}
-	return sum
+	return page.Value(name)
 }
 
 // stop sends SIGTERM and returns the exit status.

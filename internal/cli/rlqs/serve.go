@@ -191,7 +191,7 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 
 	w := newConfigWatcher(c.configPath, srv, loaded, errLog, &sm.loadsFailed)
-	stopWatch := w.start(c.reloadInterval)
+	stopWatch := serve.Reload(c.reloadInterval, w.look)
 	defer stopWatch()
 
 	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",
