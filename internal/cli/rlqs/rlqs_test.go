@@ -35,6 +35,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/metrics/metricstest"
 	"github.com/smoothrate/ratelimit/internal/rlqstest"
+	"github.com/smoothrate/ratelimit/internal/testlong"
 	librlqs "github.com/smoothrate/ratelimit/rlqs"
 )
 
@@ -207,24 +208,39 @@ func (w window) strict() window {
 	return w
 }
 
+// stalledTol is how far below its rate an Envoy may admit in the everyday
+// runs. The Envoys are goroutines of the test process, which a machine
+// busy with the whole suite stalls for tenths of a second: requests come
+// late, in bunches that a token bucket holding a quarter second of its
+// rate turns away, and a bucket left full meanwhile loses its refill. What
+// the server assigned is checked apart (runningNear), and the upper bound,
+// what the assignments allow, stays tight; the long runs hold both sides
+// to the same tolerance.
+const stalledTol = 0.3
+
 // within checks that each Envoy admitted its want per second over the
-// window: at least want·T·(1 − tol), at most want·T·(1 + tol) plus the
-// capacity of its token buckets (the bound: rate × time + capacities).
+// window: at most want·T·(1 + tol) plus the capacity of its token buckets
+// (the bound: rate × time + capacities), and at least want·T·(1 − tol),
+// or want·T·(1 − stalledTol) in the everyday runs.
 func within(t *testing.T, what string, w window, want []float64, tol float64) {
 	t.Helper()
+	below := tol
+	if !testlong.Enabled() {
+		below = max(tol, stalledTol)
+	}
 	rates := make([]float64, len(w.allowed))
 	for i := range w.allowed {
 		rates[i] = w.allowed[i] / w.secs
 	}
 	for i := range w.allowed {
-		lo, hi := want[i]*w.secs*(1-tol), want[i]*w.secs*(1+tol)+w.capacity[i]
+		lo, hi := want[i]*w.secs*(1-below), want[i]*w.secs*(1+tol)+w.capacity[i]
 		if w.allowed[i] < lo || w.allowed[i] > hi {
-			t.Errorf("%s: Envoy %d admitted %.0f in %.2f s (%.2f/s), want %.0f to %.0f (%.2f/s ±%.0f%%, plus %.0f of capacity); all: %.2f/s",
-				what, i, w.allowed[i], w.secs, rates[i], lo, hi, want[i], tol*100, w.capacity[i], rates)
+			t.Errorf("%s: Envoy %d admitted %.0f in %.2f s (%.2f/s), want %.0f to %.0f (%.2f/s −%.0f%% +%.0f%%, plus %.0f of capacity); all: %.2f/s",
+				what, i, w.allowed[i], w.secs, rates[i], lo, hi, want[i], below*100, tol*100, w.capacity[i], rates)
 			return
 		}
 	}
-	t.Logf("%s: %.2f/s (want %.2f ±%.0f%%, plus capacities %.0f over %.2f s)", what, rates, want, tol*100, w.capacity, w.secs)
+	t.Logf("%s: %.2f/s (want %.2f −%.0f%% +%.0f%%, plus capacities %.0f over %.2f s)", what, rates, want, below*100, tol*100, w.capacity, w.secs)
 }
 
 func sum(xs []float64) float64 {
