@@ -42,11 +42,7 @@ func NewCA(t testing.TB, name string) *CA {
 
 // MakeCA is NewCA outside a test.
 func MakeCA(name string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +101,7 @@ func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
 
 // MakeLeaf is Issue outside a test.
 func (ca *CA) MakeLeaf(names ...string) (*Leaf, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -174,8 +166,14 @@ func write(t testing.TB, dir, name string, b []byte) string {
 	return p
 }
 
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+// newKey makes a certificate's key and serial number.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	return key, sn, err
 }
 
 func pemBlock(typ string, der []byte) []byte {
