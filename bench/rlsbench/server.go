@@ -270,9 +270,11 @@ func start(l launch) (*Server, error) {
 
 // connect opens the client and waits, with one call that waits for the
 // connection (WaitForReady), until the server answers: both load their
-// configuration files before they listen; a server that is unconfigured
-// (waiting for xDS, serving at once) answers gRPC Unknown, which counts as
-// an answer. It gives up when the process exits.
+// configuration files before they listen. A server that may be
+// unconfigured (serving at once, its configuration to come over xDS) is
+// asked a call without a domain, which it answers gRPC Unknown whether or
+// not it has a configuration yet, so that the probe counts in no rule's or
+// domain's series. It gives up when the process exits.
 func (s *Server) connect(conns int, creds credentials.TransportCredentials, unconfigured bool) error {
 	var cs []*grpc.ClientConn
 	for range conns {
@@ -298,11 +300,14 @@ func (s *Server) connect(conns int, creds credentials.TransportCredentials, unco
 		case <-ctx.Done():
 		}
 	}()
+	probe := &pb.RateLimitRequest{Domain: "rlsbench-probe",
+		Descriptors: []*rlsv3.RateLimitDescriptor{{Entries: []*rlsv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}}
+	if unconfigured {
+		probe.Domain = ""
+	}
 	for _, c := range cs {
 		s.calls.Add(1)
-		_, err := pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "rlsbench-probe",
-			Descriptors: []*rlsv3.RateLimitDescriptor{{Entries: []*rlsv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}},
-			grpc.WaitForReady(true))
+		_, err := pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, probe, grpc.WaitForReady(true))
 		if unconfigured && status.Code(err) == codes.Unknown {
 			continue
 		}
