@@ -23,6 +23,9 @@ type Gateway struct {
 	MapperYAML string
 	// Env is added to the environment after Envoy Gateway's.
 	Env []string
+	// Args are given to ours after `rls` (none under Envoy Gateway; e.g.
+	// --store-timeout=1s on a loaded machine); the reference takes none.
+	Args []string
 }
 
 // GatewayEnv is the environment Envoy Gateway's controller sets for its
@@ -63,7 +66,7 @@ func StartGatewayReference(bin string, g Gateway) (*Server, error) {
 // same environment, no flag (the image's entry point runs `ratelimit
 // rls`).
 func StartGatewayOurs(bin string, g Gateway) (*Server, error) {
-	return startGateway("ours", bin, []string{"rls"}, g)
+	return startGateway("ours", bin, append([]string{"rls"}, g.Args...), g)
 }
 
 func startGateway(name, bin string, args []string, g Gateway) (*Server, error) {
