@@ -5,15 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -56,14 +55,17 @@ func readConfigFiles(path string) configSnapshot {
 	s := configSnapshot{readAt: time.Now()}
 	var total int64
 	read := func(p string) error {
-		b, mtime, err := readRegularFile(p, min(maxConfigFileBytes, maxConfigBytes-total))
+		b, st, err := serve.ReadRegular(p, min(maxConfigFileBytes, maxConfigBytes-total))
+		if errors.Is(err, serve.ErrTooLarge) {
+			err = fmt.Errorf("%w (at most %s a file, %s in all)", err, command.SizeText(maxConfigFileBytes), command.SizeText(maxConfigBytes))
+		}
 		if err != nil {
 			return &rls.ConfigError{File: p, Reason: err.Error()}
 		}
 		total += int64(len(b))
 		s.files = append(s.files, rls.File{Name: p, Content: b})
-		if mtime.After(s.newest) {
-			s.newest = mtime
+		if st.ModTime().After(s.newest) {
+			s.newest = st.ModTime()
 		}
 		return nil
 	}
@@ -109,61 +111,6 @@ func readConfigFiles(path string) configSnapshot {
 	}
 	h.Sum(s.sum[:0])
 	return s
-}
-
-// errNotRegular is a file under --config that is not a regular file.
-var errNotRegular = errors.New("not a regular file")
-
-// readRegularFile reads the regular file at p, at most limit bytes, and
-// returns its contents and modification time. Anything else is refused
-// before it is opened (a pipe would block the open itself), and again
-// after, from the opened file: what was a regular file when looked at
-// may have been replaced by a pipe in between, and O_NONBLOCK keeps that
-// open from waiting for a writer.
-func readRegularFile(p string, limit int64) ([]byte, time.Time, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, time.Time{}, notRegular(st.Mode())
-	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer f.Close()
-	if st, err = f.Stat(); err != nil {
-		return nil, time.Time{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, time.Time{}, notRegular(st.Mode())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if int64(len(b)) > limit {
-		return nil, time.Time{}, fmt.Errorf("larger than %s: refused (at most %s a file, %s in all)", command.SizeText(limit),
-			command.SizeText(maxConfigFileBytes), command.SizeText(maxConfigBytes))
-	}
-	return b, st.ModTime(), nil
-}
-
-// notRegular names what a file is instead of a regular file.
-func notRegular(m fs.FileMode) error {
-	kind := "not a regular file"
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		kind = "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		kind = "a socket"
-	case m&fs.ModeCharDevice != 0:
-		kind = "a character device"
-	case m&fs.ModeDevice != 0:
-		kind = "a device"
-	}
-	return fmt.Errorf("%w: %s, refused (only regular files are read)", errNotRegular, kind)
 }
 
 // readBounded runs read(path) within timeout: a read that takes longer is

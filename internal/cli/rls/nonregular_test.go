@@ -64,7 +64,7 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 		remove := nr.make(t, path)
 		errs++
 		p.waitMetric("ratelimit_service_config_load_error", errs)
-		p.waitStderr(t, path+": not a regular file: "+nr.kind+", refused")
+		p.waitStderr(t, path+": "+nr.kind+", not a regular file: refused")
 		assert.Equal(t, limit, p.limitOf("k"), "%s: the previous configuration is kept", nr.kind)
 
 		// SIGHUP reads again at once, and refuses again.

@@ -3,12 +3,9 @@ package rls
 import (
 	"crypto/sha256"
 	"log"
-	"os"
-	"os/signal"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -64,31 +61,14 @@ func newConfigWatcher(c *rlsConfig, svc *rls.Service, loaded configSnapshot, l *
 		read: readConfigFiles, readTimeout: configReadTimeout, loaded: loaded.sum, lastLook: loaded.readAt}
 }
 
-// start looks every interval and reloads on SIGHUP until the returned
-// function is called; that function returns at once, even while a read is
-// stuck on a filesystem that does not answer.
+// start looks every interval and reloads on SIGHUP (serve.Reload) until
+// the returned function is called; that function returns at once, even
+// while a look waits on a read stuck on a filesystem that does not answer.
 func (w *configWatcher) start() (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(w.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				w.look(false)
-			case <-hup:
-				w.look(true)
-			case <-w.stop:
-				return
-			}
-		}
-	})
+	stopReload := serve.Reload(w.interval, w.look)
 	return func() {
-		signal.Stop(hup)
-		close(w.stop)
-		wg.Wait()
+		close(w.stop) // ends a look waiting on a read
+		stopReload()
 	}
 }
 

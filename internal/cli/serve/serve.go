@@ -1,11 +1,13 @@
-// Package serve is how the serving commands (proxy, rls) run their servers:
-// listen on every address first, so that a taken one stops the command
-// before it serves anything; bound what one client can hold (idle
+// Package serve is how the serving commands (proxy, rls, rlqs) run their
+// servers: listen on every address first, so that a taken one stops the
+// command before it serves anything; bound what one client can hold (idle
 // connections, stalled bodies, connections per address); serve until
 // SIGINT or SIGTERM, or until a server fails; after SIGTERM, keep serving
 // for a drain window while the health checks fail, so that load balancers
 // see it; then stop accepting and let the work in flight finish within
-// ShutdownTimeout.
+// ShutdownTimeout. Meanwhile they report their health (Health) and look at
+// their configuration files every interval and on SIGHUP (Reload), reading
+// only regular files (ReadRegular).
 package serve
 
 import (
