@@ -12,6 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"gopkg.in/yaml.v2"
 
+	"github.com/smoothrate/ratelimit/internal/regularfile"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -156,24 +157,42 @@ type File struct {
 	Content []byte
 }
 
+// Bounds on what LoadConfig reads: the largest configurations known
+// (thousands of descriptors) take a few hundred KiB.
+const (
+	MaxConfigFileBytes = 16 << 20 // one file
+	MaxConfigBytes     = 64 << 20 // all the files of a directory together
+)
+
 // LoadConfig reads path, a YAML file or a directory of them, as
 // envoyproxy/ratelimit reads its runtime directory: every regular file
 // below the directory, recursively, in lexical order, whatever its name,
 // except names that start with '.' (editors' swap files, Kubernetes'
 // ..data links of a mounted ConfigMap). A rejected configuration is a
-// *ConfigError naming the file.
+// *ConfigError naming the file. Only regular files are read (a link to one
+// is followed): a named pipe, a socket or a device is refused without being
+// opened for a wait, and a file over MaxConfigFileBytes, or files over
+// MaxConfigBytes together, are refused too.
 func LoadConfig(path string, opts ...LoadOption) (*Config, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, &ConfigError{File: path, Reason: err.Error()}
 	}
 	var files []File
-	if !st.IsDir() {
-		b, err := os.ReadFile(path)
+	var total int64
+	read := func(p string) error {
+		b, _, err := regularfile.Read(p, min(MaxConfigFileBytes, MaxConfigBytes-total))
 		if err != nil {
-			return nil, &ConfigError{File: path, Reason: err.Error()}
+			return &ConfigError{File: p, Reason: err.Error()}
 		}
-		files = append(files, File{Name: path, Content: b})
+		total += int64(len(b))
+		files = append(files, File{Name: p, Content: b})
+		return nil
+	}
+	if !st.IsDir() {
+		if err := read(path); err != nil {
+			return nil, err
+		}
 	} else {
 		err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -196,12 +215,7 @@ func LoadConfig(path string, opts ...LoadOption) (*Config, error) {
 				}
 				return nil
 			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return &ConfigError{File: p, Reason: err.Error()}
-			}
-			files = append(files, File{Name: p, Content: b})
-			return nil
+			return read(p)
 		})
 		if err != nil {
 			return nil, err

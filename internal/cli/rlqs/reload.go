@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
-	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/regularfile"
 	"github.com/smoothrate/ratelimit/rlqs"
 )
 
@@ -41,7 +41,7 @@ func readConfig(path string) configFile {
 }
 
 func readRegular(path string) ([]byte, error) {
-	b, _, err := serve.ReadRegular(path, maxConfigBytes)
+	b, _, err := regularfile.Read(path, maxConfigBytes)
 	return b, err
 }
 

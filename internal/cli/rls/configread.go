@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
-	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/regularfile"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -55,8 +55,8 @@ func readConfigFiles(path string) configSnapshot {
 	s := configSnapshot{readAt: time.Now()}
 	var total int64
 	read := func(p string) error {
-		b, st, err := serve.ReadRegular(p, min(maxConfigFileBytes, maxConfigBytes-total))
-		if errors.Is(err, serve.ErrTooLarge) {
+		b, st, err := regularfile.Read(p, min(maxConfigFileBytes, maxConfigBytes-total))
+		if errors.Is(err, regularfile.ErrTooLarge) {
 			err = fmt.Errorf("%w (at most %s a file, %s in all)", err, command.SizeText(maxConfigFileBytes), command.SizeText(maxConfigBytes))
 		}
 		if err != nil {

@@ -85,7 +85,7 @@ func redisFromEnv(u string, flags redisflag.TLS, given map[string]bool, lookup f
 			return nil, "", nil, fmt.Errorf("REDIS_URL=%q: REDIS_TYPE single takes one address (REDIS_TYPE=cluster for a list)", u)
 		}
 		opt := &redis.Options{Network: socket, Addr: u, Username: user, Password: pass, TLSConfig: tlsConf}
-		return redisflag.NewClient(opt), u, cert, nil
+		return redisflag.NewClient(opt), u + unixHint(socket, env("REDIS_SOCKET_TYPE"), u), cert, nil
 	case "cluster":
 		if socket != "tcp" {
 			return nil, "", nil, errors.New("REDIS_TYPE=cluster needs REDIS_SOCKET_TYPE=tcp")
@@ -102,6 +102,21 @@ func redisFromEnv(u string, flags redisflag.TLS, given map[string]bool, lookup f
 	default:
 		return nil, "", nil, fmt.Errorf("REDIS_TYPE=%q: want single, cluster or sentinel", typ)
 	}
+}
+
+// unixHint is what an operator who wrote REDIS_URL=host:port without
+// REDIS_SOCKET_TYPE needs to read: the address is dialled as a Unix socket
+// path (the reference's default socket type), and the variable that
+// changes it. Empty when the socket type was chosen, or the address is a
+// path.
+func unixHint(socket, set, addr string) string {
+	if socket != "unix" || set != "" || strings.Contains(addr, "/") {
+		return ""
+	}
+	if _, port, ok := strings.Cut(addr, ":"); !ok || port == "" || strings.Trim(port, "0123456789") != "" {
+		return ""
+	}
+	return " (dialled as a Unix socket path: REDIS_SOCKET_TYPE is unset, and the reference's default is unix; set REDIS_SOCKET_TYPE=tcp for host:port)"
 }
 
 // redisTLSFromEnv is the Redis client's TLS files: each --redis-tls-* flag

@@ -178,3 +178,14 @@ func mustMemoryStore(t *testing.T) *rls.MemoryStore {
 	require.NoError(t, err)
 	return m
 }
+
+// TestRLSCheckEmpty: --check on a directory with no file is an error (served,
+// it would answer every call OK without a limit), not "valid: 0 files".
+func TestRLSCheckEmpty(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, ".hidden.yaml"), fmt.Sprintf(perDay, 1)) // names starting with '.' are not read
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, command.ExitUsage, Run([]string{"--config", dir, "--check"}, nil, &stdout, &stderr))
+	assert.Equal(t, "ratelimit rls: "+dir+" holds no configuration file\n", stderr.String())
+	assert.Empty(t, stdout.String())
+}

@@ -616,3 +616,25 @@ func TestRLSResolveGateway(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want, "%v %v", tc.given, tc.env)
 	}
 }
+
+// TestRLSUnixSocketHint: REDIS_URL=host:port without REDIS_SOCKET_TYPE is
+// dialled as a Unix socket path, as the reference does; every message that
+// names the Redis says so and names the variable that changes it.
+func TestRLSUnixSocketHint(t *testing.T) {
+	const hint = " (dialled as a Unix socket path: REDIS_SOCKET_TYPE is unset, and the reference's default is unix; set REDIS_SOCKET_TYPE=tcp for host:port)"
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"REDIS_URL": "127.0.0.1:6379"}, "127.0.0.1:6379" + hint},
+		{map[string]string{"REDIS_URL": "redis:6379"}, "redis:6379" + hint},
+		{map[string]string{"REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "unix"}, "127.0.0.1:6379"},
+		{map[string]string{"REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp"}, "127.0.0.1:6379"},
+		{map[string]string{"REDIS_URL": "/var/run/redis.sock"}, "/var/run/redis.sock"},
+	} {
+		cfg := flagDefaults()
+		err := cfg.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+		require.NoError(t, err, "%v", c.env)
+		assert.Equal(t, c.want, cfg.redisWhere, "%v", c.env)
+	}
+}

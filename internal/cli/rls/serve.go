@@ -54,6 +54,12 @@ func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit rls: %v\n", err)
 		return command.ExitUsage
 	}
+	if len(cfg.Files()) == 0 {
+		// Served, it would answer every call OK without a limit: a
+		// check that passes it would hide a wrong path.
+		fmt.Fprintf(stderr, "ratelimit rls: %s holds no configuration file\n", c.configPath)
+		return command.ExitUsage
+	}
 	fmt.Fprintf(stdout, "ratelimit rls: %s is valid: %s\n", c.configPath, describeConfig(cfg))
 	return command.ExitOK
 }

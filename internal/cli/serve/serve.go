@@ -7,7 +7,7 @@
 // see it; then stop accepting and let the work in flight finish within
 // ShutdownTimeout. Meanwhile they report their health (Health) and look at
 // their configuration files every interval and on SIGHUP (Reload), reading
-// only regular files (ReadRegular).
+// only regular files (package regularfile).
 package serve
 
 import (

@@ -1,4 +1,8 @@
-package serve
+// Package regularfile reads configuration files that may sit where anyone
+// can put anything: only regular files, bounded in size, never waiting on a
+// named pipe or a device. The rate limit services and their commands read
+// their configurations with it.
+package regularfile
 
 import (
 	"errors"
@@ -8,7 +12,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"strconv"
 )
 
 // ErrNotRegular is a configuration file that is not a regular file: a
@@ -18,7 +22,7 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge is a configuration file larger than its bound.
 var ErrTooLarge = errors.New("too large")
 
-// ReadRegular reads the regular file at path (a link to one is followed),
+// Read reads the regular file at path (a link to one is followed),
 // at most limit bytes, and returns its contents and what the opened file
 // said of itself (its modification time among them). Anything else is
 // refused (ErrNotRegular) before it is opened, since opening a named pipe
@@ -27,7 +31,7 @@ var ErrTooLarge = errors.New("too large")
 // at may have been swapped for a pipe in between: O_NONBLOCK keeps that
 // open from waiting. A file over limit is refused (ErrTooLarge) after
 // reading limit+1 bytes, however long it is.
-func ReadRegular(path string, limit int64) ([]byte, fs.FileInfo, error) {
+func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
@@ -59,7 +63,7 @@ func ReadRegular(path string, limit int64) ([]byte, fs.FileInfo, error) {
 // tooLarge is ErrTooLarge with the bound: "larger than 16MiB: refused".
 type tooLarge struct{ limit int64 }
 
-func (e *tooLarge) Error() string        { return "larger than " + command.SizeText(e.limit) + ": refused" }
+func (e *tooLarge) Error() string        { return "larger than " + sizeText(e.limit) + ": refused" }
 func (e *tooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 // notRegular names what a file is instead of a regular file.
@@ -78,4 +82,17 @@ func notRegular(m fs.FileMode) error {
 		kind = "a device"
 	}
 	return fmt.Errorf("%s, %w: refused (only regular files are read)", kind, ErrNotRegular)
+}
+
+// sizeText is n bytes in the largest binary unit that divides it: "16MiB".
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

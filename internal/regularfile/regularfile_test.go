@@ -1,6 +1,6 @@
 //go:build unix
 
-package serve
+package regularfile
 
 import (
 	"errors"
@@ -15,17 +15,17 @@ import (
 // pipe (whose open would wait for a writer), a device that never ends and
 // a directory are refused without being read; a file over the bound is
 // refused after bound+1 bytes.
-func TestReadRegular(t *testing.T) {
+func TestRead(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a.yaml")
 	if err := os.WriteFile(file, []byte("domain: a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, st, err := ReadRegular(file, 10)
+	b, st, err := Read(file, 10)
 	if err != nil || string(b) != "domain: a\n" || st.ModTime().IsZero() {
 		t.Errorf("a regular file of 10 bytes, bound 10: %q, %v", b, err)
 	}
-	if _, _, err := ReadRegular(file, 9); !errors.Is(err, ErrTooLarge) || err.Error() != "larger than 9: refused" {
+	if _, _, err := Read(file, 9); !errors.Is(err, ErrTooLarge) || err.Error() != "larger than 9: refused" {
 		t.Errorf("a file of 10 bytes, bound 9: %v, want ErrTooLarge", err)
 	}
 	fifo := filepath.Join(dir, "fifo.yaml")
@@ -37,7 +37,7 @@ func TestReadRegular(t *testing.T) {
 		"/dev/zero": "a character device, not a regular file: refused",
 		dir:         "a directory, not a file",
 	} {
-		if _, _, err := ReadRegular(path, 1<<20); !errors.Is(err, ErrNotRegular) || !strings.HasPrefix(err.Error(), want) {
+		if _, _, err := Read(path, 1<<20); !errors.Is(err, ErrNotRegular) || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v, want ErrNotRegular saying %q", path, err, want)
 		}
 	}
