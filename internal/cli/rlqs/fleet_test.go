@@ -5,6 +5,7 @@ package rlqs
 
 import (
 	"fmt"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
@@ -128,11 +129,43 @@ func TestRLQSServerRestart(t *testing.T) {
 	within(t, "while no server runs", measure(es, api, 2*time.Second), []float64{5, 5}, 0.2)
 
 	q := &proc{Proc: clitest.Start(t, clitest.Binary(t), nil, waitLimit, "rlqs", "--config", path,
-		"--grpc", p.grpcAddr, "--http", "127.0.0.1:0"), t: t}
+		"--grpc", p.grpcAddr, "--http", "127.0.0.1:0", "--drain", "0"), t: t}
 	took := eventually(t, waitLimit, func() string { return fmt.Sprintf("rates %.2f; stderr: %s", rates(es, api), q.Stderr.String()) },
 		func() bool { return runningNear(es, api, shares, 0.97, 1.03) })
 	t.Logf("restarted server: shares back after %v", took)
 	assert.Equal(t, 1, es[0].Totals(api).ZeroTTL)
 	assert.GreaterOrEqual(t, es[0].Streams(), 2, "a new stream to the new server")
 	assert.Equal(t, command.ExitOK, q.stop(), q.Stderr.String())
+}
+
+// TestRLQSDrain: after SIGTERM the server keeps serving for --drain with
+// its health checks failing (so that a load balancer sends new streams
+// elsewhere) and the Envoys keep their assignments; only then do they get
+// the time to live of 0 and fall back.
+func TestRLQSDrain(t *testing.T) {
+	t.Parallel()
+	const drain = 2 * time.Second
+	p := startRLQS(t, "--config", writeConfig(t, 100), "--drain", drain.String())
+	f := newEnvoys(t)
+	e := f.add(p.grpcAddr, rlqstest.Config{Expired: &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
+		MaxTokens: 5, TokensPerFill: wrapperspb.UInt32(5), FillInterval: durationpb.New(time.Second)}}}, ExpiredTimeout: time.Minute})
+	e.Request(api)
+	eventually(t, waitLimit, func() string { return fmt.Sprintf("%+v", e.State(api)) }, func() bool { return e.State(api).Assigned })
+
+	stopped := time.Now()
+	p.Signal(t, syscall.SIGTERM)
+	eventually(t, waitLimit, func() string { return p.Stderr.String() }, func() bool {
+		resp, err := http.Get(p.httpURL + "/healthcheck")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusInternalServerError
+	})
+	assert.Zero(t, e.Totals(api).ZeroTTL, "no time to live of 0 within the drain window")
+	took := eventually(t, waitLimit, func() string { return fmt.Sprintf("%+v", e.State(api)) }, func() bool { return e.State(api).Fallback })
+	assert.GreaterOrEqual(t, time.Since(stopped), drain, "fell back %v after SIGTERM, within the drain window", took)
+	assert.Equal(t, 1, e.Totals(api).ZeroTTL)
+	require.Equal(t, command.ExitOK, p.Wait(t, waitLimit), p.Stderr.String())
+	assert.Contains(t, p.Stderr.String(), "serving on for 2s (--drain)")
 }

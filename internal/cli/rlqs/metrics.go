@@ -14,9 +14,14 @@ import (
 type serverMetrics struct {
 	stats       func() rlqs.Stats
 	loadsFailed atomic.Uint64
+	// connsRefused counts the connections closed over
+	// --max-conns-per-client.
+	connsRefused atomic.Int64
 }
 
 var (
+	connsRefusedDesc = prometheus.NewDesc("ratelimit_rlqs_connections_refused_total",
+		"Connections closed as soon as accepted: their client held --max-conns-per-client already.", nil, nil)
 	streamsDesc = prometheus.NewDesc("ratelimit_rlqs_streams",
 		"Open streams: one per Envoy connected.", nil, nil)
 	bucketsDesc = prometheus.NewDesc("ratelimit_rlqs_buckets",
@@ -80,4 +85,5 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter(storeErrorsDesc, st.StoreMisconfigured, "misconfigured")
 	counter(configLoadsDesc, st.ConfigLoads, "success")
 	counter(configLoadsDesc, m.loadsFailed.Load(), "error")
+	counter(connsRefusedDesc, uint64(m.connsRefused.Load()))
 }

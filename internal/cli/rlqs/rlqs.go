@@ -101,6 +101,8 @@ type rlqsConfig struct {
 	storeTimeout   time.Duration
 	serverID       string
 	check          bool
+	drain          time.Duration   // how long to serve on after SIGTERM, health failing
+	conns          serve.HTTPFlags // what one client may hold of the servers
 }
 
 // Default addresses: the rate limit service's ports (rls: 8081 and 8080)
@@ -152,6 +154,8 @@ func (c *rlqsConfig) flags(rf *redisflag.Flags) *flag.FlagSet {
 	fs.DurationVar(&c.allocation, "allocation-interval", rlqs.DefaultAllocationInterval, "compute the shares of buckets whose demand moved this often: the longest a report waits for the assignment it causes")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", rlqs.DefaultStoreTimeout, "with --redis: a claim that takes longer is an outage (the bucket keeps its last shares)")
 	fs.StringVar(&c.serverID, "server-id", "", "with --redis: this replica's `name` among those sharing the Redis, unique to each (default: hostname-pid-start time)")
+	c.conns.Register(fs, "")
+	serve.RegisterDrain(fs, &c.drain, serve.DefaultDrain, true)
 	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rlqsUsage)
@@ -177,6 +181,12 @@ func (c *rlqsConfig) resolve(given map[string]bool, rf redisflag.Flags, getenv f
 	}
 	if c.reloadInterval <= 0 {
 		return fmt.Errorf("--reload-interval %v: want a positive duration, e.g. 1s", c.reloadInterval)
+	}
+	if err := c.conns.Check(); err != nil {
+		return err
+	}
+	if err := serve.CheckDrain(c.drain); err != nil {
+		return err
 	}
 	// The library's bounds, checked here so that the error names the
 	// flag; rlqs.New checks --server-id.

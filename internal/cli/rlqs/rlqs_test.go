@@ -63,7 +63,7 @@ var banner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:, me
 func startRLQS(t *testing.T, args ...string) *proc {
 	t.Helper()
 	full := append([]string{"rlqs", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--metrics", "127.0.0.1:0", "--reload-interval", "50ms"}, args...)
+		"--metrics", "127.0.0.1:0", "--reload-interval", "50ms", "--drain", "0"}, args...) // TestRLQSDrain sets its own
 	p := &proc{Proc: clitest.Start(t, clitest.Binary(t), nil, waitLimit, full...), t: t}
 	m := banner.FindStringSubmatch(p.Banner)
 	require.NotNil(t, m, "banner %q", p.Banner)

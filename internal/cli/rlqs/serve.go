@@ -169,16 +169,24 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		})
 	}
 
+	sm := &serverMetrics{stats: srv.Stats}
+	// One cap for every listener: a client holds at most
+	// --max-conns-per-client connections to the whole process.
+	if cc := c.conns.Cap(nil, &sm.connsRefused, errLog); cc != nil {
+		grpcLn, httpLn = cc.Wrap(grpcLn), cc.Wrap(httpLn)
+		if metricsLn != nil {
+			metricsLn = cc.Wrap(metricsLn)
+		}
+	}
 	hl := serve.NewHealth(rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName)
 	gs := grpc.NewServer()
 	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, srv)
 	healthpb.RegisterHealthServer(gs, hl.GRPC())
-	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "streams"}
+	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "streams", Drain: c.drain}
 	servers.GRPC(stoppingServer{Server: gs, srv: srv, log: errLog}, grpcLn)
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", hl)
-	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
-	sm := &serverMetrics{stats: srv.Stats}
+	servers.HTTP(c.conns.Apply(&http.Server{Handler: mux, ErrorLog: errLog}), httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
 		reg, err := metrics.NewRegistry(sm)
@@ -186,7 +194,7 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 			return command.ExitFail
 		}
-		servers.HTTP(metrics.Server(reg, "", errLog), metricsLn)
+		servers.HTTP(c.conns.Apply(metrics.Server(reg, "", errLog)), metricsLn)
 		metricsNote = metrics.Banner(metricsLn, "")
 	}
 
