@@ -36,8 +36,9 @@ Rates and sizes: a number (500, 1.5, 1e9) with an optional prefix and unit.
   A rate so slow that one chunk would take more than a day is refused.
 
 When standard error is a terminal (or with --progress), a progress line
-shows the bytes copied, the current and average rates and, when the size is
-known (--size, or standard input is a file), the time left.
+shows the bytes copied, the rate over the last second, the average rate and,
+when the size is known (--size, or standard input is a file), the time left
+at the rate of the last 30 seconds.
 
 Examples:
   ratelimit pipe 1MiB < big.iso > /dev/null
