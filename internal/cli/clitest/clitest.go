@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,4 +222,75 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Started is a ratelimit process whose standard output the test reads as it
+// comes: a pipe it acts on while it copies.
+type Started struct {
+	Cmd            *exec.Cmd
+	Stdout, Stderr LockedBuffer
+	ended          chan error // cmd.Wait's result
+}
+
+// Start starts bin with args, stdin as given and more environment
+// variables, and returns once the first byte of its standard output came
+// (it fails the test if none comes within limit). The process is killed at
+// the end of the test if it is still running.
+func Start(t *testing.T, bin string, env []string, stdin []byte, limit time.Duration, args ...string) *Started {
+	t.Helper()
+	s := &Started{Cmd: exec.Command(bin, args...), ended: make(chan error, 1)}
+	s.Cmd.Env = append(os.Environ(), env...)
+	s.Cmd.Stdin = bytes.NewReader(stdin)
+	s.Cmd.Stderr = &s.Stderr
+	first := make(chan struct{})
+	s.Cmd.Stdout = &firstWrite{w: &s.Stdout, first: first}
+	if err := s.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Cmd.Process.Kill() })
+	go func() { s.ended <- s.Cmd.Wait() }()
+	select {
+	case <-first:
+	case err := <-s.ended:
+		s.ended <- err
+		t.Fatalf("%v: exited without output (%v); stderr %q", args, err, s.Stderr.String())
+	case <-time.After(limit):
+		t.Fatalf("%v: no output within %v; stderr %q", args, limit, s.Stderr.String())
+	}
+	return s
+}
+
+// firstWrite closes first at the first write of at least a byte.
+type firstWrite struct {
+	w     io.Writer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if n > 0 {
+		f.once.Do(func() { close(f.first) })
+	}
+	return n, err
+}
+
+// Finish waits, at most limit, for the process to end, and returns its exit
+// status. One still running is killed and fails the test.
+func (s *Started) Finish(t *testing.T, limit time.Duration) (code int) {
+	t.Helper()
+	select {
+	case err := <-s.ended:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", s.Cmd.Args[1:], err)
+		}
+		return 0
+	case <-time.After(limit):
+		_ = s.Cmd.Process.Kill()
+		t.Fatalf("%v still running after %v, %d bytes out; stderr %q", s.Cmd.Args[1:], limit, len(s.Stdout.String()), s.Stderr.String())
+		return -1
+	}
 }
