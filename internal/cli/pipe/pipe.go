@@ -40,10 +40,22 @@ shows the bytes copied, the rate over the last second, the average rate and,
 when the size is known (--size, or standard input is a file), the time left
 at the rate of the last 30 seconds.
 
+A running pipe's rate can be changed, as pv -R PID -L RATE does:
+  ratelimit pipe -R PID RATE      (or --remote PID --rate RATE, or -R PID -L RATE)
+moves the pipe with process ID PID to RATE and prints the old and new
+rates. The chunk waiting for its turn is priced again at RATE; only the one
+already written is paid at the old rate (10 ms of data, or 1 KiB below
+100 kB/s, or one --chunk). Only the pipe's user can change it: each pipe
+listens on a socket in a directory private to its user, $XDG_RUNTIME_DIR,
+or $TMPDIR/ratelimit-UID (/tmp by default) without one. A pipe that shares
+its limit through Redis (--redis) changes the limit of every process that
+shares it.
+
 Examples:
   ratelimit pipe 1MiB < big.iso > /dev/null
   curl -s https://example.com/big | ratelimit pipe --rate 500k --size 20MB > big
   ratelimit pipe --warmup 5s 10MB/s < in > out
+  ratelimit pipe -R 4242 5MB/s
   ratelimit pipe --redis redis://db:6379/0 --name backups 10MB/s < part1 > /mnt/part1
 
 `
@@ -51,7 +63,9 @@ Examples:
 const pipeUsageEnd = `
 Exit status: 0 on success, 1 on a read or write error (or when Redis cannot
 be reached with --fail-closed), 2 for bad flags or values (or a Redis that
-is set up wrong), 130 when interrupted (128 + the signal's number).
+is set up wrong), 130 when interrupted (128 + the signal's number). With
+-R: 0 when the pipe took the rate, 1 when there is no such pipe of the
+user's or it failed to change (its Redis is down), 2 for a rate it refuses.
 
 Flags:
 `
@@ -87,6 +101,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var warmup time.Duration
 	var quiet, progress bool
 	fs.StringVar(&rateS, "rate", "", "the `rate`, e.g. 500k, 1MiB/s, 10MB/s, 2Gbit (or give it as the argument)")
+	fs.StringVar(&rateS, "L", "", "short for --rate (pv's -L)")
+	var remoteS string
+	fs.StringVar(&remoteS, "remote", "", "change the rate of the running pipe with this process `ID` to RATE, as pv -R does")
+	fs.StringVar(&remoteS, "R", "", "short for --remote")
 	fs.StringVar(&burstS, "burst", "", "how much may leave at once after the input stalled: a `duration` at the rate (100ms) or a size (256KiB); default 100ms")
 	fs.DurationVar(&warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period` (Guava's warm-up); excludes --burst")
 	fs.StringVar(&chunkS, "chunk", "", "bytes per write, e.g. 4KiB (default: 10 ms of data, between 1KiB and 64KiB)")
@@ -105,6 +123,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	const prefix = "ratelimit pipe"
+	if remoteS != "" {
+		return remote(fs, remoteS, rateS, words, stdout, stderr)
+	}
 	cfg, err := pipeConfigFrom(rateS, burstS, chunkS, sizeS, warmup, quiet, words)
 	if err == nil && progress {
 		if quiet {
@@ -123,6 +144,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var lim ratelimit.Acquirer
 	stopShared := func() {}
+	sharedName := ""
 	if shared == nil {
 		local, err := cfg.newLimiter()
 		if err != nil {
@@ -135,8 +157,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if status != command.ExitOK {
 			return status
 		}
-		lim, stopShared = sl, stop
+		lim, stopShared, sharedName = sl, stop, sl.Name()
 	}
+	tuned := &retunable{Acquirer: lim}
 	if cfg.size < 0 {
 		cfg.size = inputSize(stdin)
 	}
@@ -146,21 +169,27 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.chunk > 0 {
 		opts = append(opts, shape.WithChunkSize(cfg.chunk))
 	}
-	sw, err := shape.NewWriter(out, lim, opts...)
+	sw, err := shape.NewWriter(out, tuned, opts...)
 	if err != nil {
 		stopShared()
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
+	}
+	ctl, err := listenControl(os.Getpid(), cfg.retune(tuned, sharedName))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: warning: this pipe's rate cannot be changed while it runs (-R): %v\n", prefix, err)
 	}
 	stopProgress := func() {}
 	if cfg.progress || !cfg.quiet && isTerminal(stderr) {
 		stopProgress = startProgress(stderr, &out.n, cfg.size)
 	}
 	// Interrupted, the progress line still ends with a newline (the
-	// shell's prompt must not be drawn over it), and a shared limit gives
-	// its permits back and leaves the registry at once.
+	// shell's prompt must not be drawn over it), the control socket goes
+	// away, and a shared limit gives its permits back and leaves the
+	// registry at once.
 	finish := command.ExitOnSignal(func() {
 		stopProgress()
+		ctl.Close()
 		stopShared()
 	})
 	// Hide stdin's WriterTo so that io.CopyBuffer reads into our buffer and
@@ -184,19 +213,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, quiet bool, words []string) (pipeConfig, error) {
 	cfg := pipeConfig{burst: -1, size: -1, warmup: warmup, quiet: quiet}
-	switch {
-	case len(words) > 1:
-		return cfg, fmt.Errorf("one rate expected, got %q", words)
-	case len(words) == 1 && rateS != "":
-		return cfg, fmt.Errorf("rate given twice: --rate %s and %s", rateS, words[0])
-	case len(words) == 1:
-		rateS = words[0]
-	case rateS == "":
-		return cfg, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
-	}
 	var err error
-	if cfg.rate, err = units.ByteRate(rateS); err != nil {
-		return cfg, fmt.Errorf("rate %w", err)
+	if cfg.rate, rateS, err = rateFrom(rateS, words); err != nil {
+		return cfg, err
 	}
 	if warmup < 0 {
 		return cfg, fmt.Errorf("--warmup %v: must not be negative", warmup)
@@ -224,22 +243,47 @@ func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, q
 			return cfg, fmt.Errorf("--size %w", err)
 		}
 	}
-	// A rate at which the first chunk would take more than a day (1e-300
-	// bytes/s, say) would be accepted and then hang after the first
-	// chunk: refuse it, saying what the slowest rate is.
-	chunk := cfg.chunk
+	return cfg, cfg.checkSlowest(cfg.rate, rateS)
+}
+
+// rateFrom reads the rate, given with --rate (rateS) or as the one word.
+// It returns the rate and how it was written.
+func rateFrom(rateS string, words []string) (float64, string, error) {
+	switch {
+	case len(words) > 1:
+		return 0, rateS, fmt.Errorf("one rate expected, got %q", words)
+	case len(words) == 1 && rateS != "":
+		return 0, rateS, fmt.Errorf("rate given twice: --rate %s and %s", rateS, words[0])
+	case len(words) == 1:
+		rateS = words[0]
+	case rateS == "":
+		return 0, rateS, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
+	}
+	rate, err := units.ByteRate(rateS)
+	if err != nil {
+		return 0, rateS, fmt.Errorf("rate %w", err)
+	}
+	return rate, rateS, nil
+}
+
+// checkSlowest refuses a rate at which one chunk would take more than a
+// day (1e-300 bytes/s, say): it would be accepted and then hang after the
+// first chunk. The error says what the slowest rate is; rateS is the rate
+// as it was written.
+func (c pipeConfig) checkSlowest(rate float64, rateS string) error {
+	chunk := c.chunk
 	if chunk == 0 {
-		chunk = shape.ChunkSize(cfg.rate)
+		chunk = shape.ChunkSize(rate)
 	}
 	cold := 1.0
-	if warmup > 0 {
+	if c.warmup > 0 {
 		cold = ratelimit.DefaultColdFactor // a warming-up limiter starts this much slower
 	}
-	if slowest := cold * float64(chunk) / slowestChunk.Seconds(); cfg.rate < slowest {
-		return cfg, fmt.Errorf("rate %q: too slow: a chunk of %d bytes would take more than a day (at least %s B/s%s; a smaller --chunk allows less)",
-			rateS, chunk, strconv.FormatFloat(slowest, 'g', 3, 64), map[bool]string{true: " with --warmup", false: ""}[warmup > 0])
+	if slowest := cold * float64(chunk) / slowestChunk.Seconds(); !(rate >= slowest) {
+		return fmt.Errorf("rate %q: too slow: a chunk of %d bytes would take more than a day (at least %s B/s%s; a smaller --chunk allows less)",
+			rateS, chunk, strconv.FormatFloat(slowest, 'g', 3, 64), map[bool]string{true: " with --warmup", false: ""}[c.warmup > 0])
 	}
-	return cfg, nil
+	return nil
 }
 
 // slowestChunk is the longest a chunk may take: a rate slower than that is
