@@ -294,3 +294,16 @@ func (s *Started) Finish(t *testing.T, limit time.Duration) (code int) {
 		return -1
 	}
 }
+
+// RuntimeDir is the environment of a process whose runtime directory
+// ($XDG_RUNTIME_DIR, where a pipe puts its control socket) is a new one of
+// the test's, private to the user as the real one is: tests never meet a
+// user's pipes.
+func RuntimeDir(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil { // t.TempDir's are open to all
+		t.Fatal(err)
+	}
+	return []string{"XDG_RUNTIME_DIR=" + dir}
+}

@@ -22,20 +22,6 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
-// runtimeDir is a private directory for the control sockets of one test's
-// pipes, as $XDG_RUNTIME_DIR, so that tests never meet a user's pipes.
-func runtimeDir(t *testing.T) []string {
-	return []string{"XDG_RUNTIME_DIR=" + privateTempDir(t)}
-}
-
-// privateTempDir is a new directory only this user may enter (t.TempDir's
-// are open to all).
-func privateTempDir(t *testing.T) string {
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o700))
-	return dir
-}
-
 // remoteRate runs `ratelimit pipe -R pid args...` with env and returns its
 // standard output, standard error and exit status.
 func remoteRate(t *testing.T, bin string, env []string, pid int, args ...string) (string, string, int) {
@@ -61,7 +47,7 @@ func remoteRate(t *testing.T, bin string, env []string, pid int, args ...string)
 // the end the pipe's control socket is gone.
 func TestPipeRemoteRate(t *testing.T) {
 	bin := clitest.Binary(t)
-	env := runtimeDir(t)
+	env := clitest.RuntimeDir(t)
 	in := clitest.RandomInput(t, 256<<10)
 	p := clitest.Start(t, bin, env, in, 30*time.Second, "pipe", "2kB/s")
 	pid := p.Cmd.Process.Pid
@@ -87,7 +73,7 @@ func TestPipeRemoteRate(t *testing.T) {
 // and bad arguments (status 2), each in one line.
 func TestPipeRemoteRateErrors(t *testing.T) {
 	bin := clitest.Binary(t)
-	env := runtimeDir(t)
+	env := clitest.RuntimeDir(t)
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
 	for _, tc := range []struct {
@@ -128,7 +114,7 @@ func TestPipeRemoteRateOtherUser(t *testing.T) {
 		t.Skip("needs root, to run -R as another user")
 	}
 	bin := clitest.Binary(t)
-	env := runtimeDir(t)
+	env := clitest.RuntimeDir(t)
 	// The binary, where the other user can run it.
 	dir, err := os.MkdirTemp("", "ratelimit-other-")
 	require.NoError(t, err)
@@ -207,7 +193,8 @@ func TestControlDirs(t *testing.T) {
 // A request the socket does not understand gets an error line; a rate
 // the pipe refuses gets a usage line (status 2 at the caller).
 func TestControlAnswers(t *testing.T) {
-	t.Setenv("XDG_RUNTIME_DIR", privateTempDir(t))
+	dir, _ := strings.CutPrefix(clitest.RuntimeDir(t)[0], "XDG_RUNTIME_DIR=")
+	t.Setenv("XDG_RUNTIME_DIR", dir)
 	c, err := listenControl(4243, func(rate float64) (string, error) {
 		if rate < 1 {
 			return "", badRate{fmt.Errorf("rate %g: too slow", rate)}
