@@ -307,3 +307,35 @@ func RuntimeDir(t *testing.T) []string {
 	}
 	return []string{"XDG_RUNTIME_DIR=" + dir}
 }
+
+// DocQuote returns the message that doc (a file of the module, such as
+// "docs/http.md") quotes with the line that starts with prefix, in a code
+// block or `in backquotes`, with each pair of replacements applied (the
+// doc's address for the test's server, say): what the command must print,
+// for a test to compare with what it does print. The doc must hold exactly
+// one such line.
+func DocQuote(t *testing.T, doc, prefix string, replacements ...string) string {
+	t.Helper()
+	root, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	text, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(root))), filepath.FromSlash(doc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for line := range strings.Lines(string(text)) {
+		line = strings.TrimRight(line, "\n")
+		if quoted, ok := strings.CutPrefix(line, "`"); ok {
+			line, _, _ = strings.Cut(quoted, "`")
+		}
+		if strings.HasPrefix(line, prefix) {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: %d lines start with %q, want 1: %q", doc, len(found), prefix, found)
+	}
+	return strings.NewReplacer(replacements...).Replace(found[0])
+}
