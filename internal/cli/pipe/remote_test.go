@@ -58,7 +58,9 @@ func TestPipeRemoteRate(t *testing.T) {
 
 	out, stderr, code = remoteRate(t, bin, env, pid, "-L", "1GB/s")
 	require.Equal(t, command.ExitOK, code, "stderr %q", stderr)
-	assert.Equal(t, fmt.Sprintf("process %d now copies at 1.00 GB/s (was 2.00 kB/s)\n", pid), out)
+	// As the README shows it.
+	assert.Equal(t, clitest.DocQuote(t, "README.md", "process 4242 now copies at",
+		"4242", strconv.Itoa(pid), "10.0 MB/s", "1.00 GB/s", "1.00 MB/s", "2.00 kB/s")+"\n", out)
 
 	if code := p.Finish(t, 30*time.Second); code != 0 || p.Stdout.String() != string(in) || p.Stderr.String() != "" {
 		t.Errorf("pipe: exit %d, %d of %d bytes, stderr %q", code, len(p.Stdout.String()), len(in), p.Stderr.String())
