@@ -5,13 +5,14 @@
 //
 //   - diff_test.go (TestDifferential): the same random ShouldRateLimit
 //     calls to both, at the same instants, every field of every answer
-//     compared (issue 20, item 3), with and without
+//     compared (ours must answer as the reference does by default), with
+//     and without
 //     LIMIT_RESPONSE_HEADERS_ENABLED, against ours on Redis and on the
 //     memory store (started with flags), ours started with no flag on the
 //     reference's environment, and a reference and ours sharing one Redis
 //     and answering in turn (a fleet halfway through the swap);
 //   - cmd/rlsbench: calls per second, latency and Redis commands per call
-//     under the same gRPC load (item 8).
+//     under the same gRPC load.
 //
 // The commands:
 //

@@ -4,7 +4,7 @@
 // per subject and round. It prints, as Markdown, calls per second, p50
 // and p99 latency, Redis commands per call (INFO commandstats), and the
 // CPU time per call of the server and of redis-server, then the ratios
-// ours/reference against the goals (Redis: at least 1.25× the
+// ours/reference against the project's goals (Redis: at least 1.25× the
 // calls per second with a p99 no worse; memory store: at least 2×):
 //
 //	cd bench && go run ./cmd/rlsbench -d 10s -rounds 3
