@@ -24,10 +24,9 @@ import (
 
 // remoteRate runs `ratelimit pipe -R pid args...` with env and returns its
 // standard output, standard error and exit status.
-func remoteRate(t *testing.T, bin string, env []string, pid int, args ...string) (string, string, int) {
+func remoteRate(t *testing.T, bin string, env []string, pid string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	stderr, code := "", 0
-	cmd := exec.Command(bin, append([]string{"pipe", "-R", strconv.Itoa(pid)}, args...)...)
+	cmd := exec.Command(bin, append([]string{"pipe", "-R", pid}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -36,8 +35,7 @@ func remoteRate(t *testing.T, bin string, env []string, pid int, args ...string)
 		require.True(t, ok, "running -R: %v", err)
 		code = exit.ExitCode()
 	}
-	stderr = errb.String()
-	return out.String(), stderr, code
+	return out.String(), errb.String(), code
 }
 
 // A pipe started at 2 kB/s with 256 KiB to copy (128 s at that rate) is
@@ -52,11 +50,11 @@ func TestPipeRemoteRate(t *testing.T) {
 	p := clitest.Start(t, bin, env, in, 30*time.Second, "pipe", "2kB/s")
 	pid := p.Cmd.Process.Pid
 
-	out, stderr, code := remoteRate(t, bin, env, pid, "1e-9")
+	out, stderr, code := remoteRate(t, bin, env, strconv.Itoa(pid), "1e-9")
 	assert.Equal(t, command.ExitUsage, code, "stdout %q", out)
 	assert.Contains(t, stderr, fmt.Sprintf("ratelimit pipe: -R %d: process %d refused: rate \"1e-09\": too slow", pid, pid))
 
-	out, stderr, code = remoteRate(t, bin, env, pid, "-L", "1GB/s")
+	out, stderr, code = remoteRate(t, bin, env, strconv.Itoa(pid), "-L", "1GB/s")
 	require.Equal(t, command.ExitOK, code, "stderr %q", stderr)
 	// As the README shows it.
 	assert.Equal(t, clitest.DocQuote(t, "README.md", "process 4242 now copies at",
@@ -93,18 +91,10 @@ func TestPipeRemoteRateErrors(t *testing.T) {
 		{"42", []string{"--chunk", "4KiB", "1MB/s"}, command.ExitUsage, "-R changes only the rate of a running pipe: --chunk does not go with it"},
 		{"42", []string{"-q", "1MB/s"}, command.ExitUsage, "-q does not go with it"},
 	} {
-		cmd := exec.Command(bin, append([]string{"pipe", "-R", tc.pid}, tc.args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if exit, ok := err.(*exec.ExitError); ok {
-			code = exit.ExitCode()
-		}
-		if code != tc.code || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), "ratelimit pipe: -R ") ||
-			!strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
-			t.Errorf("-R %s %q: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.pid, tc.args, code, stdout.String(), stderr.String(), tc.code, tc.want)
+		stdout, stderr, code := remoteRate(t, bin, env, tc.pid, tc.args...)
+		if code != tc.code || stdout != "" || !strings.HasPrefix(stderr, "ratelimit pipe: -R ") ||
+			!strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("-R %s %q: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.pid, tc.args, code, stdout, stderr, tc.code, tc.want)
 		}
 	}
 }
