@@ -24,45 +24,13 @@
 -- each). The reply is lease.lua's nine numbers, packed as little-endian
 -- doubles in one string.
 
--- waterLevel is the max-min fair share (water filling) over the demand
--- histogram hist (HGETALL of KEYS[2]) at rate: the processes counted, the
--- level (+Inf when the fleet wants less than the rate) and the rate left
--- over then. sweep deletes the registry entries that no longer count among
--- 64 fields after cursor sc (HSCAN COUNT), for a new slot cur, and returns
--- the next cursor: dead entries cost only memory, so a slow sweep is
--- enough, at least 128 a second. Both are used here and by lease.lua (one chunk), and made
+-- sweep deletes the registry entries that no longer count among 64 fields
+-- after cursor sc (HSCAN COUNT), for a new slot cur, and returns the next
+-- cursor: dead entries cost only memory, so a slow sweep is enough, at
+-- least 128 a second. It and waterLevel (internal/fairshare's
+-- waterlevel.lua, which comes before this file: the water filling over the
+-- demand histogram) are used here and by lease.lua (one chunk), and made
 -- once per call: a closure costs about 1 % of a lease.
-local function waterLevel(hist, rate)
-  local byBucket, list = {}, {}
-  for i = 1, #hist, 2 do
-    local c = tonumber(hist[i + 1])
-    if c and c > 0 then
-      local k = string.sub(hist[i], 3)
-      local x = byBucket[k]
-      if x == nil then
-        x = {v = 2 ^ ((tonumber(k) or -1e9) / 16), c = 0}
-        byBucket[k] = x
-        list[#list + 1] = x
-      end
-      x.c = x.c + c
-    end
-  end
-  table.sort(list, function(x, y) return x.v < y.v end)
-  local n = 0
-  for i = 1, #list do n = n + list[i].c end
-  local level, remaining, m = 1 / 0, rate, n
-  for i = 1, #list do
-    local l = remaining / m
-    if list[i].v > l then
-      level = l
-      break
-    end
-    remaining = remaining - list[i].v * list[i].c
-    m = m - list[i].c
-  end
-  return n, level, remaining
-end
-
 local function sweep(sc, cur)
   local r = redis.call('HSCAN', KEYS[1], string.format('%d', sc), 'MATCH', 'p:*', 'COUNT', '64')
   local dead = {}

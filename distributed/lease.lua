@@ -77,7 +77,7 @@ local REFRESH = 10000
 -- reported demand counts as 2^(k/16) for the nearest k, within 2.2 %.
 local BUCKETS = 16
 -- The registry's sweep and the water filling are hot.lua's sweep and
--- waterLevel, defined before this file.
+-- internal/fairshare's waterLevel, defined before this file.
 -- The fleet's numbers, packed after the engine's in the state: the
 -- registry slot the demand counts belong to (-1: none yet), the cached
 -- water level (+Inf when the fleet wants less than the rate), the spare

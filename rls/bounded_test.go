@@ -1,10 +1,10 @@
 package rls
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"strconv"
 	"strings"
@@ -173,7 +173,7 @@ func heapInUse() uint64 {
 // Values of 60 KiB (the longest Envoy passes) and 1 MB cost the store and
 // the metrics what short ones do: their descriptors are counted under a
 // digest, limited each on its own; detailed_metric and unknown domains
-// made of them fold into "(other)". Nothing of them is kept.
+// made of them fold into "d.(other)" and "(other)". Nothing of them is kept.
 func TestHugeValuesBounded(t *testing.T) {
 	for _, c := range []struct{ size, calls int }{{60 << 10, 200}, {1 << 20, 40}} {
 		size, calls := c.size, c.calls
@@ -206,11 +206,16 @@ descriptors:
 			if st.Windows != calls || st.Bytes > calls*(WindowOverhead+64) || st.Additions.Keys != calls {
 				t.Errorf("%d long descriptors: %+v", calls, st)
 			}
-			var metrics bytes.Buffer
-			svc.WriteMetrics(&metrics)
-			if metrics.Len() > 64<<10 || !strings.Contains(metrics.String(), fmt.Sprintf(`ratelimit_rls_total_hits{key="(other)"} %d`, calls)) ||
-				!strings.Contains(metrics.String(), fmt.Sprintf(`ratelimit_rls_domain_not_found{domain="(other)"} %d`, calls)) {
-				t.Errorf("metrics of %d bytes:\n%.2000s", metrics.Len(), metrics.String())
+			keyBytes := 0
+			for k := range svc.AllRuleCounts() {
+				keyBytes += len(k)
+			}
+			for d := range svc.AllDomainsNotFound() {
+				keyBytes += len(d)
+			}
+			notFound := maps.Collect(svc.AllDomainsNotFound())
+			if got := svc.RuleCounts(OtherRuleKey("d")).TotalHits; keyBytes > 64<<10 || got != uint64(calls) || notFound[otherSeries] != uint64(calls) {
+				t.Errorf("series keys of %d bytes; %d hits under %q, %d unknown domains under %q", keyBytes, got, OtherRuleKey("d"), notFound[otherSeries], otherSeries)
 			}
 			// A long value is limited on its own: 2 an hour.
 			v := hugeValue(0, size)

@@ -46,7 +46,9 @@
 //     counted but answer OK; a rule named in another matched rule's
 //     replaces is not applied.
 //   - Counters per rule (total_hits, over_limit, near_limit at the 0.8
-//     ratio, within_limit, shadow_mode), written by WriteMetrics.
+//     ratio, within_limit, shadow_mode), read with AllRuleCounts (and
+//     Counts, AllDomainsNotFound for the service's own); `ratelimit rls`
+//     serves them under the reference's Prometheus names.
 //
 // # Additions
 //
@@ -135,5 +137,6 @@
 //   - A count saturates at 2^53 − 1; past 2^63 − 1 the reference's INCRBY
 //     fails, and with it every later call on that counter.
 //   - Metric series named by requests past WithMetricSeriesLimit are
-//     counted together, under "(other)".
+//     counted together, under their domain's OtherRuleKey
+//     ("domain.(other)"), and unknown domains under "(other)".
 package rls

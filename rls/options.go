@@ -154,7 +154,8 @@ func WithMaxDescriptorBytes(n int) Option {
 // than a 256th of it or 64 bytes, whichever is more (defaults
 // DefaultMaxMetricSeries and DefaultMaxMetricLabelBytes: 4096 series, 1
 // MiB, labels of up to 4 KiB; both at least 1); past any bound, a new one
-// is counted in the kind's "(other)" series. The series of the
+// is counted in the kind's "(other)" series (for rules, its domain's
+// OtherRuleKey, "domain.(other)"). The series of the
 // configuration's own rules are never folded. The reference keeps one
 // series per value, without bound.
 func WithMetricSeriesLimit(series, bytes int) Option {

@@ -12,9 +12,9 @@ const (
 	DefaultMaxMetricLabelBytes = 1 << 20
 )
 
-// otherSeries labels the series folded together past a seriesLimit: the
-// rules' counters under key="(other)", the unknown domains under
-// domain="(other)".
+// otherSeries names the series folded together past a seriesLimit: the
+// rules' counters under their domain's OtherRuleKey, "domain.(other)",
+// the unknown domains under "(other)".
 const otherSeries = "(other)"
 
 // seriesLimit bounds a set of metric labels that requests make (the values
@@ -23,8 +23,8 @@ const otherSeries = "(other)"
 // together, none longer than maxBytes/256 (at least 64: 4 KiB at the
 // default), so that a few huge labels cannot take the whole budget (a
 // series' label is written once per counter of its rule). A label past
-// any bound is folded into otherSeries, which is always admitted: the
-// counts stay whole, only their split is lost.
+// any bound is folded into its kind's other label, which is always
+// admitted: the counts stay whole, only their split is lost.
 // The bounds are apart from how the series are written, so that any
 // exposition (this package's text writer, a Prometheus registry) keeps
 // them.
@@ -34,21 +34,21 @@ type seriesLimit struct {
 }
 
 // label returns the label a new series of name gets: name, with its room
-// reserved (admitted true), or otherSeries. A caller whose name turns out
-// to be there already (it lost a race to store it) gives the room back
-// with release.
-func (l *seriesLimit) label(name string) (label string, admitted bool) {
-	if name == otherSeries || int64(len(name)) > max(l.maxBytes/256, 64) {
-		return otherSeries, false
+// reserved (admitted true), or other. A caller whose name turns out to be
+// there already (it lost a race to store it) gives the room back with
+// release.
+func (l *seriesLimit) label(name, other string) (label string, admitted bool) {
+	if name == other || int64(len(name)) > max(l.maxBytes/256, 64) {
+		return other, false
 	}
 	if l.series.Add(1) > l.maxSeries {
 		l.series.Add(-1)
-		return otherSeries, false
+		return other, false
 	}
 	if l.bytes.Add(int64(len(name))) > l.maxBytes {
 		l.bytes.Add(-int64(len(name)))
 		l.series.Add(-1)
-		return otherSeries, false
+		return other, false
 	}
 	return name, true
 }

@@ -260,7 +260,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		var buf [128]byte // the key's common start, on the stack when it fits
 		base := s.appendBaseKey(buf[:0], req.Domain, req.Descriptors[i].GetEntries(), c.m.shared)
-		c.stats = s.metrics.rule(c.m.statsKey, c.m.override || c.m.statsKey != c.m.rule.FullKey)
+		c.stats = s.metrics.rule(req.Domain, c.m.statsKey, c.m.override || c.m.statsKey != c.m.rule.FullKey)
 		addSat(&c.stats.totalHits, c.hits)
 		c.results, results = results[:len(c.limits):len(c.limits)], results[len(c.limits):]
 		for k, l := range c.limits {

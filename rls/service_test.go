@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,18 @@ descriptors:
 	if _, err := svc.ShouldRateLimit(context.Background(), request("d", 0)); grpcstatus.Code(err) != codes.Unknown {
 		t.Errorf("no descriptors: %v", err)
 	}
+	all := maps.Collect(svc.AllRuleCounts())
+	if all["d.k"] != (RuleCounts{TotalHits: 13, OverLimit: 3, NearLimit: 2, WithinLimit: 9}) ||
+		all["d.s"].ShadowMode != 3 || all["d.dm_a"].TotalHits != 2 || len(all) != 4 {
+		t.Errorf("AllRuleCounts: %+v", all)
+	}
+	if got := maps.Collect(svc.AllDomainsNotFound()); !maps.Equal(got, map[string]uint64{"nowhere": 1}) {
+		t.Errorf("AllDomainsNotFound: %v", got)
+	}
+	if got := svc.Counts(); got != (Counts{ServiceErrors: 2, ConfigLoadSuccess: 1}) {
+		t.Errorf("Counts: %+v", got)
+	}
+	// WriteMetrics, deprecated, still writes the package's own names.
 	var b bytes.Buffer
 	if err := svc.WriteMetrics(&b); err != nil {
 		t.Fatal(err)
@@ -327,9 +340,7 @@ func TestDomainNotFoundBounded(t *testing.T) {
 	if n != DefaultMaxMetricSeries+1 {
 		t.Errorf("%d domains counted apart, want %d and %q", n, DefaultMaxMetricSeries, otherSeries)
 	}
-	var b bytes.Buffer
-	svc.WriteMetrics(&b)
-	if !strings.Contains(b.String(), `ratelimit_rls_domain_not_found{domain="(other)"} 100`+"\n") {
-		t.Error("the unknown domains past the bound are not counted together")
+	if got := maps.Collect(svc.AllDomainsNotFound())[otherSeries]; got != 100 {
+		t.Errorf("%d unknown domains past the bound counted together, want 100", got)
 	}
 }

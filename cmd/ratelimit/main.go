@@ -63,6 +63,12 @@ func main() {
 // without the process, so that tests can call it in-process.
 func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
+		// The reference's image is started as its binary with no
+		// arguments and the configuration in the environment (Envoy
+		// Gateway, Istio's and Contour's samples): so is ours.
+		if rls.ReferenceEnvironment(os.LookupEnv) {
+			return rls.Run(nil, stdin, stdout, stderr)
+		}
 		usage(stderr)
 		return command.ExitUsage
 	}
@@ -109,6 +115,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, commands[n].summary)
 	}
 	b.WriteString("\nRun 'ratelimit help <command>' for a command's flags and arguments.\n")
+	fmt.Fprintf(&b, "With no command, in envoyproxy/ratelimit's environment (one of these set:\n%s),\nit runs 'ratelimit rls', as the reference's image does.\n", strings.Join(rls.ReferenceMarkers(), ", "))
 	io.WriteString(w, b.String())
 }
 

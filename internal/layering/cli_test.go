@@ -27,10 +27,10 @@ const (
 var cliCommands = []string{"pipe", "run", "trace", "proxy", "rls"}
 
 // cliShared are the packages several commands share.
-var cliShared = []string{"command", "clitest", "serve", "outage", "metrics", "redisflag", "sharedlimit"}
+var cliShared = []string{"command", "clitest", "serve", "outage", "metrics", "metrics/metricstest", "redisflag", "sharedlimit"}
 
 // cliTestOnly are the shared packages only tests may import.
-var cliTestOnly = []string{"clitest"}
+var cliTestOnly = []string{"clitest", "metrics/metricstest"}
 
 // listed is one package as go list describes it.
 type listed struct {

@@ -1,7 +1,8 @@
 // Package layering holds no code for users: its test holds the module to the
 // arrows drawn in the README's layout. A library package (the root package,
 // smooth, throttle, httplimit, shape, jobs, distributed) never compiles gRPC
-// or Envoy's protos, which only rls, grpclimit and the CLI need; and the
+// or Envoy's protos, which only rls, rlqs, grpclimit and the CLI need, nor
+// the services rls and rlqs themselves; and the
 // keyed side (throttle, and httplimit over it) never compiles the Guava side
 // (the root package and smooth). The test asks the go command for each
 // package's full dependency list, so an import through a third module counts

@@ -1,6 +1,7 @@
 package layering
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,11 +21,31 @@ var library = []string{
 }
 
 // forbiddenInLibrary are the path prefixes of the modules that only rls,
-// grpclimit and cmd may bring in.
+// rlqs, grpclimit and cmd may bring in, and the services themselves: no
+// library package may import rls or rlqs (they would bring gRPC along).
 var forbiddenInLibrary = []string{
 	"google.golang.org/grpc",
 	"github.com/envoyproxy/",
 	"google.golang.org/genproto/",
+	module + "/rls",
+	module + "/rlqs",
+}
+
+// services are the library's service packages: they may compile gRPC and
+// Envoy's protos, but no more than the library a metrics library.
+var services = []string{
+	module + "/rls",
+	module + "/rls/xds",
+	module + "/rlqs",
+	module + "/grpclimit",
+}
+
+// forbiddenOutsideCLI are the path prefixes only the command line (cmd,
+// internal/cli) may bring in: a maintained Prometheus library serves the
+// CLI's metrics pages; the library exposes counters and lets its user
+// choose how to publish them.
+var forbiddenOutsideCLI = []string{
+	"github.com/prometheus/",
 }
 
 // keyed lists the packages that must stand without the Guava side.
@@ -81,15 +102,25 @@ func violations(depsOf []string, forbidden []string) []string {
 }
 
 func TestLibraryDoesNotCompileGRPC(t *testing.T) {
+	checkNoDeps(t, library, forbiddenInLibrary, "gRPC, Envoy's protos and the services built on them belong to rls, rlqs, grpclimit and cmd only")
+}
+
+func TestLibraryDoesNotCompilePrometheus(t *testing.T) {
+	checkNoDeps(t, append(slices.Clone(library), services...), forbiddenOutsideCLI, "Prometheus belongs to the command line only")
+}
+
+// checkNoDeps fails for each of pkgs that depends, on any platform, on a
+// forbidden path, saying why it must not.
+func checkNoDeps(t *testing.T, pkgs, forbidden []string, why string) {
+	t.Helper()
 	for _, pl := range platforms {
-		got := deps(t, pl[0], pl[1], library)
-		for _, p := range library {
+		got := deps(t, pl[0], pl[1], pkgs)
+		for _, p := range pkgs {
 			if len(got[p]) == 0 {
 				t.Fatalf("%s/%s: %s has no dependencies listed: the test is not looking", pl[0], pl[1], p)
 			}
-			if bad := violations(got[p], forbiddenInLibrary); len(bad) > 0 {
-				t.Errorf("%s/%s: %s depends on %s (gRPC and Envoy's protos belong to rls, grpclimit and cmd only)",
-					pl[0], pl[1], p, strings.Join(bad, ", "))
+			if bad := violations(got[p], forbidden); len(bad) > 0 {
+				t.Errorf("%s/%s: %s depends on %s (%s)", pl[0], pl[1], p, strings.Join(bad, ", "), why)
 			}
 		}
 	}
@@ -132,6 +163,9 @@ func TestViolations(t *testing.T) {
 		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
 		"google.golang.org/genproto/googleapis/rpc/status",
 		"google.golang.org/protobuf/proto",
+		module + "/rlqs",
+		module + "/rlqsx",
+		module + "/internal/rlqstest",
 	}
 	got := violations(deps, forbiddenInLibrary)
 	want := []string{
@@ -139,8 +173,13 @@ func TestViolations(t *testing.T) {
 		"google.golang.org/grpc/codes",
 		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
 		"google.golang.org/genproto/googleapis/rpc/status",
+		module + "/rlqs",
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("violations = %q, want %q", got, want)
+	}
+	prom := []string{"github.com/prometheus/client_golang/prometheus", "github.com/prometheusx/y", "fmt"}
+	if got := violations(prom, forbiddenOutsideCLI); len(got) != 1 || got[0] != prom[0] {
+		t.Errorf("violations of %q = %q, want the first only", prom, got)
 	}
 }

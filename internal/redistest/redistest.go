@@ -49,6 +49,10 @@ type Server struct {
 	// Port is the loopback port the server listens on; it survives
 	// Restart.
 	Port int
+	// TLSPort is the loopback port it serves TLS on (StartTLS), 0 if none;
+	// it survives Restart.
+	TLSPort int
+	tls     []string // the TLS arguments but the port
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -65,13 +69,39 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // ("--maxmemory", "10mb", ...). The server is killed when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, nil, extra)
+}
+
+// StartTLS is Start with a second port serving TLS (TLSAddr): the server
+// presents the certificate of certFile and keyFile and, when caFile is not
+// "", requires a client certificate signed by its CAs (tls-auth-clients);
+// else it asks for none. The plain port stays, for PING and CLI.
+func StartTLS(t testing.TB, certFile, keyFile, caFile string, extra ...string) *Server {
+	t.Helper()
+	args := []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile}
+	if caFile != "" {
+		args = append(args, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "yes")
+	} else {
+		args = append(args, "--tls-auth-clients", "no")
+	}
+	return start(t, args, extra)
+}
+
+// TLSAddr returns "127.0.0.1:tlsport" (StartTLS).
+func (s *Server) TLSAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.TLSPort)) }
+
+func start(t testing.TB, tlsArgs, extra []string) *Server {
+	t.Helper()
 	bin, cli := Require(t)
-	s := &Server{t: t, bin: bin, cli: cli, dir: t.TempDir(), extra: extra}
+	s := &Server{t: t, bin: bin, cli: cli, dir: t.TempDir(), extra: extra, tls: tlsArgs}
 	var err error
 	// A free port found by listening on :0 can be taken by someone else
 	// before the server binds it; try a few.
 	for attempt := 0; attempt < 5; attempt++ {
 		s.Port, err = freePort()
+		if err == nil && tlsArgs != nil {
+			s.TLSPort, err = freePort()
+		}
 		if err != nil {
 			break
 		}
@@ -108,6 +138,9 @@ func (s *Server) launch() error {
 		"--daemonize", "no",
 		"--loglevel", "notice",
 		"--logfile", "",
+	}
+	if s.tls != nil {
+		args = append(append(args, "--tls-port", strconv.Itoa(s.TLSPort)), s.tls...)
 	}
 	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)

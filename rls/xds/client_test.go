@@ -63,7 +63,7 @@ func setup(t *testing.T, opts ...Option) (*xdsServer, *Client, *rls.Service, *co
 	}
 	target := &counting{Target: svc}
 	ev := newEvents(t)
-	c, err := NewClient(srv.addr, target, append([]Option{
+	c, err := NewClient(srv.Addr, target, append([]Option{
 		WithNodeID(nodeID), WithTLS(p.clientTLS(t)), WithEvents(ev.hook),
 		WithBackoff(fastBackoff), WithConnectRetryInterval(20 * time.Millisecond),
 	}, opts...)...)
@@ -88,7 +88,7 @@ func TestFirstConfig(t *testing.T) {
 	if svc.Config() != nil {
 		t.Fatal("a configuration before the server sent one")
 	}
-	srv.set(1, domain("default/eg/http", 5))
+	srv.Set(1, domain("default/eg/http", 5))
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	cfg, err := c.WaitConfig(ctx)
@@ -105,12 +105,12 @@ func TestFirstConfig(t *testing.T) {
 		t.Errorf("the service answers with a limit of %d, want 5", got)
 	}
 	// The first request: node envoy-ratelimit, a wildcard subscription.
-	first := srv.nextRequest(func(*discoverygrpc.DiscoveryRequest) bool { return true })
+	first := srv.NextRequest(func(*discoverygrpc.DiscoveryRequest) bool { return true })
 	if first.GetNode().GetId() != nodeID || first.TypeUrl != resource.RateLimitConfigType || len(first.ResourceNames) != 0 {
 		t.Errorf("first request: node %q, type %q, names %q", first.GetNode().GetId(), first.TypeUrl, first.ResourceNames)
 	}
 	// Then the ACK of version 1.
-	ack := srv.nextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.ResponseNonce != "" })
+	ack := srv.NextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.ResponseNonce != "" })
 	if ack.VersionInfo != "1" || ack.ErrorDetail != nil {
 		t.Errorf("ACK: version %q, error %v", ack.VersionInfo, ack.ErrorDetail)
 	}
@@ -125,12 +125,12 @@ func TestTypeURL(t *testing.T) {
 // Each response is the whole configuration: a domain it lacks is gone.
 func TestSnapshotReplacesConfig(t *testing.T) {
 	srv, _, svc, _, ev := setup(t)
-	srv.set(1, domain("a", 5), domain("b", 7))
+	srv.Set(1, domain("a", 5), domain("b", 7))
 	ev.next(Applied)
 	if limitOf(t, svc, "a") != 5 || limitOf(t, svc, "b") != 7 {
 		t.Fatal("version 1 not in use")
 	}
-	srv.set(2, domain("a", 9))
+	srv.Set(2, domain("a", 9))
 	cfg := ev.next(Applied).Config
 	if got := cfg.Domains(); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("domains after version 2: %v", got)
@@ -141,7 +141,7 @@ func TestSnapshotReplacesConfig(t *testing.T) {
 	if got := limitOf(t, svc, "b"); got != 0 {
 		t.Errorf("b, removed in version 2, still has a limit of %d", got)
 	}
-	ack := srv.nextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.VersionInfo == "2" })
+	ack := srv.NextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.VersionInfo == "2" })
 	if ack.ErrorDetail != nil {
 		t.Errorf("version 2 NACKed: %v", ack.ErrorDetail)
 	}
@@ -152,16 +152,16 @@ func TestSnapshotReplacesConfig(t *testing.T) {
 // config_load_error is counted; the next good one is applied.
 func TestInvalidSnapshotNACKed(t *testing.T) {
 	srv, _, svc, target, ev := setup(t)
-	srv.set(1, domain("a", 5))
+	srv.Set(1, domain("a", 5))
 	good := ev.next(Applied).Config
 	bad := domain("b", 1)
 	bad.Descriptors[0].Descriptors[0].Key = ""
-	srv.set(2, domain("a", 6), bad)
+	srv.Set(2, domain("a", 6), bad)
 	const reason = "b: descriptor has empty key"
 	if rej := ev.next(Rejected); rej.Err == nil || rej.Err.Error() != reason {
 		t.Errorf("Rejected with %v, want %q", rej.Err, reason)
 	}
-	nack := srv.nextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.ErrorDetail != nil })
+	nack := srv.NextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.ErrorDetail != nil })
 	if nack.ErrorDetail.Message != reason || nack.VersionInfo != "1" {
 		t.Errorf("NACK: message %q, version %q; want %q, the last version ACKed (1)", nack.ErrorDetail.Message, nack.VersionInfo, reason)
 	}
@@ -171,7 +171,7 @@ func TestInvalidSnapshotNACKed(t *testing.T) {
 	if target.failures() < 1 {
 		t.Error("config_load_error not counted")
 	}
-	srv.set(3, domain("a", 8))
+	srv.Set(3, domain("a", 8))
 	if cfg := ev.next(Applied).Config; !slices.Equal(cfg.Domains(), []string{"a"}) || limitOf(t, svc, "a") != 8 {
 		t.Error("version 3 not applied after the NACK")
 	}
@@ -196,16 +196,16 @@ func TestUndecodableResource(t *testing.T) {
 // with the version number the old one had.
 func TestReconnect(t *testing.T) {
 	srv, _, svc, _, ev := setup(t)
-	srv.set(1, domain("a", 5))
+	srv.Set(1, domain("a", 5))
 	ev.next(Applied)
-	srv.stop()
+	srv.Stop()
 	d := ev.next(Disconnected)
 	if d.Err == nil || d.Retry < fastBackoff.Initial || d.Retry > fastBackoff.Max {
 		t.Errorf("Disconnected: %v, retry in %v; want an error and a retry within the backoff", d.Err, d.Retry)
 	}
 	// The new server starts with its own count of versions.
-	srv.start()
-	srv.set(1, domain("a", 6))
+	srv.Restart()
+	srv.Set(1, domain("a", 6))
 	ev.next(Applied)
 	if got := limitOf(t, svc, "a"); got != 6 {
 		t.Errorf("after the restart, a's limit is %d, want the new server's 6", got)
@@ -217,16 +217,16 @@ func TestNodeMetadataAndHeaders(t *testing.T) {
 	srv, _, _, _, ev := setup(t,
 		WithNodeMetadata(ParseNodeMetadata("cluster=eg,zone=a=b")),
 		WithHeaders(map[string]string{"Authorization": "Bearer token", "x-tenant": "t1"}))
-	srv.set(1, domain("a", 5))
+	srv.Set(1, domain("a", 5))
 	ev.next(Applied)
-	md := <-srv.opened
+	md := <-srv.Opened
 	if got := md.Get("authorization"); !slices.Equal(got, []string{"Bearer token"}) {
 		t.Errorf("authorization header %q", got)
 	}
 	if got := md.Get("x-tenant"); !slices.Equal(got, []string{"t1"}) {
 		t.Errorf("x-tenant header %q", got)
 	}
-	first := srv.nextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.Node != nil })
+	first := srv.NextRequest(func(r *discoverygrpc.DiscoveryRequest) bool { return r.Node != nil })
 	fields := first.Node.GetMetadata().GetFields()
 	if len(fields) != 2 || fields["cluster"].GetStringValue() != "eg" || fields["zone"].GetStringValue() != "a=b" {
 		t.Errorf("node metadata %v", first.Node.GetMetadata())
@@ -238,12 +238,12 @@ func TestNodeMetadataAndHeaders(t *testing.T) {
 func TestClientCertificateRequired(t *testing.T) {
 	p := newPKI(t)
 	srv := startServer(t, p.serverTLS(t))
-	srv.set(1, domain("a", 5))
+	srv.Set(1, domain("a", 5))
 	svc, _ := rls.New(nil, nil)
 	noCert := p.clientTLS(t)
 	noCert.GetClientCertificate = nil
 	ev := newEvents(t)
-	c, err := NewClient(srv.addr, svc, WithNodeID(nodeID), WithTLS(noCert), WithEvents(ev.hook), WithBackoff(fastBackoff))
+	c, err := NewClient(srv.Addr, svc, WithNodeID(nodeID), WithTLS(noCert), WithEvents(ev.hook), WithBackoff(fastBackoff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestMaxMessageSize(t *testing.T) {
 		big.Descriptors = append(big.Descriptors, &rlconfv3.RateLimitDescriptor{Key: "k", Value: strings.Repeat("v", 20) + string(rune('A'+i%26)) + strings.Repeat("w", i)})
 	}
 	srv, _, svc, _, ev := setup(t, WithMaxMessageSize(1024))
-	srv.set(1, big)
+	srv.Set(1, big)
 	if d := ev.next(Disconnected); !strings.Contains(d.Err.Error(), "larger than max") {
 		t.Errorf("Disconnected with %v, want the message size error", d.Err)
 	}
@@ -343,11 +343,11 @@ func TestInvalidSnapshotNotLooped(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}))
-	srv.set(1, domain("a", 5))
+	srv.Set(1, domain("a", 5))
 	ev.next(Applied)
 	bad := domain("b", 1)
 	bad.Descriptors[0].Descriptors[0].Key = ""
-	srv.set(2, bad)
+	srv.Set(2, bad)
 	ev.next(Rejected)
 	// The server sends version 2 again; the client waits before its NACK.
 	select {
@@ -361,7 +361,7 @@ func TestInvalidSnapshotNotLooped(t *testing.T) {
 	if n := target.failures(); n != 1 {
 		t.Errorf("config_load_error counted %d times for one snapshot", n)
 	}
-	srv.set(3, domain("a", 7))
+	srv.Set(3, domain("a", 7))
 	close(release)
 	ev.next(Applied)
 	if got := limitOf(t, svc, "a"); got != 7 {
@@ -406,10 +406,10 @@ func TestBackoffResetsAfterResponse(t *testing.T) {
 		}
 		return 0
 	}
-	srv.set(1, domain("a", 5))
+	srv.Set(1, domain("a", 5))
 	ev.next(Applied)
 	for round := range 2 {
-		srv.stop()
+		srv.Stop()
 		if d := nextWait(); d != time.Second {
 			t.Fatalf("round %d: first wait %v, want the initial 1s", round, d)
 		}
@@ -417,8 +417,8 @@ func TestBackoffResetsAfterResponse(t *testing.T) {
 		if d := nextWait(); d != 2*time.Second {
 			t.Fatalf("round %d: second wait %v, want 2s", round, d)
 		}
-		srv.start()
-		srv.set(round+2, domain("a", 6))
+		srv.Restart()
+		srv.Set(round+2, domain("a", 6))
 		// Let the retries go on until the client is back.
 		proceed <- struct{}{}
 		for back := false; !back; {

@@ -1,54 +1,72 @@
 // Package metrics is what the serving commands (proxy, rls) share to serve
-// their counters to Prometheus: the /metrics endpoint on its own address,
-// in the text format (version 0.0.4), and a writer of that format's
-// families and samples.
+// their counters to Prometheus: a registry that holds Go's runtime and
+// process collectors beside the command's own, and its page on an address
+// of its own, written by the Prometheus client library
+// (github.com/prometheus/client_golang).
 package metrics
 
 import (
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
-	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
 )
 
-// ContentType is the Prometheus text format's.
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+// DefaultPath is where the page is served unless a command says otherwise.
+const DefaultPath = "/metrics"
 
-// Handler serves GET /metrics: what write writes, in ContentType.
-func Handler(write func(w io.Writer)) http.Handler {
+// NewRegistry returns a registry with Go's runtime collector (go_*) and
+// the process collector (process_*), as the Prometheus client's default
+// registry has them, and cs.
+func NewRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	all := append([]prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}, cs...)
+	for _, c := range all {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return reg, nil
+}
+
+// Handler serves GET path (DefaultPath when empty): the registry's
+// families in the format the scraper asks for, and
+// promhttp_metric_handler_requests_total and _in_flight about the page
+// itself, as promhttp.Handler does for the default registry. A collector
+// that fails is logged on errLog and the rest is served.
+func Handler(reg *prometheus.Registry, path string, errLog *log.Logger) http.Handler {
+	if path == "" {
+		path = DefaultPath
+	}
+	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
+	if errLog != nil {
+		opts.ErrorLog = errLog
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", ContentType)
-		write(w)
-	})
+	mux.Handle("GET "+path, promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, opts)))
 	return mux
 }
 
-// Server is the server of Handler(write), logging its errors on errLog.
-func Server(write func(w io.Writer), errLog *log.Logger) *http.Server {
-	return &http.Server{Handler: Handler(write), ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}
+// Server is the server of Handler(reg, path, errLog), logging its errors
+// on errLog.
+func Server(reg *prometheus.Registry, path string, errLog *log.Logger) *http.Server {
+	return &http.Server{Handler: Handler(reg, path, errLog), ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}
 }
 
-// Banner is what a command's start-up line says of its metrics on ln.
-func Banner(ln net.Listener) string {
-	return fmt.Sprintf(", metrics on http://%s/metrics", ln.Addr())
-}
-
-// Writer writes the text format.
-type Writer struct{ W io.Writer }
-
-// Family starts a metric family: its help and type ("counter", "gauge")
-// lines.
-func (w Writer) Family(name, typ, help string) {
-	io.WriteString(w.W, "# HELP "+name+" "+help+"\n# TYPE "+name+" "+typ+"\n")
-}
-
-// Sample writes one sample: series is the metric's name and its labels
-// (name{label="value"}).
-func (w Writer) Sample(series string, v int64) {
-	io.WriteString(w.W, series+" "+strconv.FormatInt(v, 10)+"\n")
+// Banner is what a command's start-up line says of its metrics on ln at
+// path (DefaultPath when empty).
+func Banner(ln net.Listener, path string) string {
+	if path == "" {
+		path = DefaultPath
+	}
+	return fmt.Sprintf(", metrics on http://%s%s", ln.Addr(), path)
 }

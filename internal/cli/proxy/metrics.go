@@ -1,37 +1,57 @@
 package proxy
 
 import (
-	"io"
 	"sync/atomic"
 
-	"github.com/smoothrate/ratelimit/internal/cli/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// proxyMetrics are the proxy's counters, served in the Prometheus text
-// format (version 0.0.4) without a client library: a few counters do not
-// justify a dependency.
+// proxyMetrics are the proxy's counters: atomics on the hot path, read by
+// Collect when the page is scraped.
 type proxyMetrics struct {
 	allowed, refused, storeErrors, backendErrors, connsRefused atomic.Int64
 	// --queue and --dry-run (queue.go)
 	held, heldGone, dryRefused, dryHeld atomic.Int64
 }
 
-// write writes the counters in the Prometheus text format.
-func (m *proxyMetrics) write(out io.Writer) {
-	w := metrics.Writer{W: out}
-	w.Family("ratelimit_proxy_requests_total", "counter", "Requests by what the limiter decided: allowed (forwarded, including those let through while failing open) or refused (answered 429).")
-	w.Sample(`ratelimit_proxy_requests_total{decision="allowed"}`, m.allowed.Load())
-	w.Sample(`ratelimit_proxy_requests_total{decision="refused"}`, m.refused.Load())
-	w.Family("ratelimit_proxy_store_errors_total", "counter", "Requests whose limit could not be checked because the store (Redis) failed.")
-	w.Sample("ratelimit_proxy_store_errors_total", m.storeErrors.Load())
-	w.Family("ratelimit_proxy_backend_errors_total", "counter", "Requests the backend did not answer (answered 502, or 504 after --upstream-timeout).")
-	w.Sample("ratelimit_proxy_backend_errors_total", m.backendErrors.Load())
-	w.Family("ratelimit_proxy_connections_refused_total", "counter", "Connections closed at once because their client already had --max-conns-per-client open.")
-	w.Sample("ratelimit_proxy_connections_refused_total", m.connsRefused.Load())
-	w.Family("ratelimit_proxy_held_total", "counter", "Requests held (--queue) before being forwarded, and those whose client went away while held.")
-	w.Sample(`ratelimit_proxy_held_total{outcome="forwarded"}`, m.held.Load()-m.heldGone.Load())
-	w.Sample(`ratelimit_proxy_held_total{outcome="client_gone"}`, m.heldGone.Load())
-	w.Family("ratelimit_proxy_dry_run_total", "counter", "With --dry-run: requests forwarded that would have been refused or held.")
-	w.Sample(`ratelimit_proxy_dry_run_total{would="refuse"}`, m.dryRefused.Load())
-	w.Sample(`ratelimit_proxy_dry_run_total{would="hold"}`, m.dryHeld.Load())
+var (
+	requestsDesc = prometheus.NewDesc("ratelimit_proxy_requests_total",
+		"Requests by what the limiter decided: allowed (forwarded, including those let through while failing open) or refused (answered 429).",
+		[]string{"decision"}, nil)
+	storeErrorsDesc = prometheus.NewDesc("ratelimit_proxy_store_errors_total",
+		"Requests whose limit could not be checked because the store (Redis) failed.", nil, nil)
+	backendErrorsDesc = prometheus.NewDesc("ratelimit_proxy_backend_errors_total",
+		"Requests the backend did not answer (answered 502, or 504 after --upstream-timeout).", nil, nil)
+	connsRefusedDesc = prometheus.NewDesc("ratelimit_proxy_connections_refused_total",
+		"Connections closed at once because their client already had --max-conns-per-client open.", nil, nil)
+	heldDesc = prometheus.NewDesc("ratelimit_proxy_held_total",
+		"Requests held (--queue) before being forwarded, and those whose client went away while held.",
+		[]string{"outcome"}, nil)
+	dryRunDesc = prometheus.NewDesc("ratelimit_proxy_dry_run_total",
+		"With --dry-run: requests forwarded that would have been refused or held.",
+		[]string{"would"}, nil)
+)
+
+// Describe sends the proxy's families' descriptions.
+func (m *proxyMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{requestsDesc, storeErrorsDesc, backendErrorsDesc, connsRefusedDesc, heldDesc, dryRunDesc} {
+		ch <- d
+	}
+}
+
+// Collect reads the counters.
+func (m *proxyMetrics) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v int64, labelValues ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labelValues...)
+	}
+	counter(requestsDesc, m.allowed.Load(), "allowed")
+	counter(requestsDesc, m.refused.Load(), "refused")
+	counter(storeErrorsDesc, m.storeErrors.Load())
+	counter(backendErrorsDesc, m.backendErrors.Load())
+	counter(connsRefusedDesc, m.connsRefused.Load())
+	held, gone := m.held.Load(), m.heldGone.Load()
+	counter(heldDesc, held-gone, "forwarded")
+	counter(heldDesc, gone, "client_gone")
+	counter(dryRunDesc, m.dryRefused.Load(), "refuse")
+	counter(dryRunDesc, m.dryHeld.Load(), "hold")
 }

@@ -190,10 +190,15 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	}, ln)
 	metricsNote := ""
 	if metricsLn != nil {
-		ms := metrics.Server(p.metrics.write, errLog)
+		reg, err := metrics.NewRegistry(&p.metrics)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimit proxy: %v\n", err)
+			return command.ExitFail
+		}
+		ms := metrics.Server(reg, "", errLog)
 		ms.IdleTimeout = c.idleTimeout
 		servers.HTTP(ms, metricsLn)
-		metricsNote = metrics.Banner(metricsLn)
+		metricsNote = metrics.Banner(metricsLn, "")
 	}
 	// Before the line that says the proxy is up: a SIGHUP from then on
 	// reloads, and never kills.

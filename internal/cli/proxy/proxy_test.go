@@ -18,6 +18,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/metrics/metricstest"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -376,6 +377,21 @@ func TestProxy(t *testing.T) {
 				if !strings.Contains(m, want+"\n") {
 					t.Errorf("metrics lack %q:\n%s", want, m)
 				}
+			}
+			page, err := metricstest.Parse([]byte(m))
+			if err != nil {
+				t.Fatalf("the page does not parse: %v\n%s", err, m)
+			}
+			for name, typ := range map[string]string{
+				"ratelimit_proxy_requests_total": "counter", "ratelimit_proxy_held_total": "counter", "ratelimit_proxy_dry_run_total": "counter",
+				"go_goroutines": "gauge", "go_memstats_alloc_bytes": "gauge", "process_resident_memory_bytes": "gauge", "process_cpu_seconds_total": "counter",
+			} {
+				if got := page.Type(name); got != typ {
+					t.Errorf("%s: type %q, want %q", name, got, typ)
+				}
+			}
+			if got := len(page.Series("ratelimit_proxy_")); got != 9 {
+				t.Errorf("%d series of the proxy's, want 9:\n%v", got, page.Series("ratelimit_proxy_"))
 			}
 		})
 	}

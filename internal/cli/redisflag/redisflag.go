@@ -9,6 +9,7 @@ package redisflag
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/smoothrate/ratelimit/internal/redisscript"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -41,13 +43,16 @@ const CallTimeout = 200 * time.Millisecond
 // StartTimeout bounds the checks a command makes of its Redis at start.
 const StartTimeout = time.Second
 
-// Flags are --redis and --redis-password-file.
+// Flags are --redis and --redis-password-file, and the TLS flags of the
+// commands that register them (TLS.Register).
 type Flags struct {
 	URL string
 	// PasswordFile holds Redis's password, so that it need not be in
 	// the URL on the command line, where every user of the machine can
 	// read it; $REDIS_PASSWORD does the same.
 	PasswordFile string
+	// TLS are the files of a rediss:// URL's client.
+	TLS TLS
 }
 
 // Register adds the flags to fs; urlUsage is --redis's help, which says
@@ -66,14 +71,28 @@ var ErrPasswordFileAlone = errors.New("--redis-password-file only applies with -
 // (read with getenv), else the URL's. It connects to nothing. where names
 // the server(s), without the password, for messages.
 func (f Flags) Client(getenv func(string) string) (newClient func() redis.UniversalClient, where string, err error) {
+	newClient, where, _, err = f.Open(getenv)
+	return newClient, where, err
+}
+
+// Open is Client, with the TLS flags applied to a rediss:// URL; it also
+// returns the client certificate, nil without one, for the caller to keep
+// fresh (KeyPair.Watch).
+func (f Flags) Open(getenv func(string) string) (newClient func() redis.UniversalClient, where string, cert *tlsfiles.KeyPair, err error) {
 	password, err := Password(f.PasswordFile, getenv)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	if newClient, where, err = ParseURL(f.URL, password); err != nil {
-		return nil, "", fmt.Errorf("--redis %q: %w", Redact(f.URL), err)
+	var tlsConf *tls.Config
+	if f.TLS.Given() {
+		if tlsConf, cert, err = f.TLS.Config(); err != nil {
+			return nil, "", nil, err
+		}
 	}
-	return newClient, where, nil
+	if newClient, where, err = ParseURLTLS(f.URL, password, tlsConf); err != nil {
+		return nil, "", nil, fmt.Errorf("--redis %q: %w", Redact(f.URL), err)
+	}
+	return newClient, where, cert, nil
 }
 
 // Password is the Redis password from file (--redis-password-file) or
@@ -113,6 +132,24 @@ const clusterSuffix = "+cluster"
 // the URL (a file, the environment) so that it need not be on a command
 // line; the URL must not hold another. It connects to nothing.
 func ParseURL(s, password string) (newClient func() redis.UniversalClient, where string, err error) {
+	return ParseURLTLS(s, password, nil)
+}
+
+// ParseURLTLS is ParseURL with tlsConf, unless nil, as the TLS
+// configuration of a rediss:// or rediss+cluster:// URL (in place of
+// go-redis's default, the system's roots); for a URL without TLS, tlsConf
+// is an error rather than ignored.
+func ParseURLTLS(s, password string, tlsConf *tls.Config) (newClient func() redis.UniversalClient, where string, err error) {
+	setTLS := func(have **tls.Config) error {
+		switch {
+		case tlsConf == nil:
+		case *have == nil:
+			return errTLSWithoutTLS
+		default:
+			*have = tlsConf
+		}
+		return nil
+	}
 	setPassword := func(have *string) error {
 		switch {
 		case password == "":
@@ -134,6 +171,9 @@ func ParseURL(s, password string) (newClient func() redis.UniversalClient, where
 			return nil, "", err
 		}
 		if err := setPassword(&opt.Password); err != nil {
+			return nil, "", err
+		}
+		if err := setTLS(&opt.TLSConfig); err != nil {
 			return nil, "", err
 		}
 		return NewClient(opt), opt.Addr, nil
@@ -172,6 +212,9 @@ func ParseURL(s, password string) (newClient func() redis.UniversalClient, where
 		return nil, "", err
 	}
 	if err := setPassword(&opt.Password); err != nil {
+		return nil, "", err
+	}
+	if err := setTLS(&opt.TLSConfig); err != nil {
 		return nil, "", err
 	}
 	return NewClusterClient(opt), strings.Join(opt.Addrs, ","), nil

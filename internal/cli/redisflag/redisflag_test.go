@@ -1,11 +1,16 @@
 package redisflag
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 // The URL forms reach go-redis as the right client with the right nodes.
@@ -57,5 +62,73 @@ func TestParseRedisURL(t *testing.T) {
 			t.Errorf("%s: cluster %v, addrs %q, user %q, password %q, db %d, TLS %v, context timeouts %v; want %v %q %q %q %d %v true",
 				c.url, isCluster, addrs, user, pass, db, tls, ctxTimeout, c.cluster, c.addrs, c.user, c.pass, c.db, c.tls)
 		}
+	}
+}
+
+// TestRedisTLSClientCert: over a rediss:// URL to a Redis that requires
+// client certificates, the flags' certificate and CA get a PONG; without
+// the certificate, with another CA, or with a server certificate for
+// another name (unless its name is not verified) the handshake fails. TLS
+// files for a URL without TLS are an error, not ignored.
+func TestRedisTLSClientCert(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "redis CA")
+	caFile := ca.WriteCA(t, dir, "ca.crt")
+	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "server.crt", "server.key")
+	cliCert, cliKey := ca.Issue(t, "ratelimit").Write(t, dir, "client.crt", "client.key")
+	other := tlstest.NewCA(t, "another CA")
+	otherFile := other.WriteCA(t, dir, "other.crt")
+	elsewhereCert, elsewhereKey := ca.Issue(t, "redis.example").Write(t, dir, "elsewhere.crt", "elsewhere.key")
+
+	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	misnamed := redistest.StartTLS(t, elsewhereCert, elsewhereKey, caFile)
+	ping := func(url string, files TLS) error {
+		newClient, _, cert, err := Flags{URL: url, TLS: files}.Open(func(string) string { return "" })
+		if err != nil {
+			return err
+		}
+		if (cert != nil) != (files.CertFile != "") {
+			t.Errorf("%+v: certificate to watch %v", files, cert)
+		}
+		c := newClient()
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return c.Ping(ctx).Err()
+	}
+	good := TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: caFile}
+	if err := ping("rediss://"+srv.TLSAddr()+"/0", good); err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
+	if err := ping("rediss://"+srv.TLSAddr()+"/0", TLS{CAFile: caFile}); err == nil {
+		t.Error("without a client certificate: PONG")
+	}
+	if err := ping("rediss://"+srv.TLSAddr()+"/0", TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: otherFile}); err == nil {
+		t.Error("trusting another CA: PONG")
+	}
+	if err := ping("rediss://"+misnamed.TLSAddr()+"/0", good); err == nil {
+		t.Error("a server certificate for another name: PONG")
+	}
+	skip := good
+	skip.SkipHostnameVerification = true
+	if err := ping("rediss://"+misnamed.TLSAddr()+"/0", skip); err != nil {
+		t.Errorf("another name, not verified: %v", err)
+	}
+	skip.CAFile = otherFile
+	if err := ping("rediss://"+misnamed.TLSAddr()+"/0", skip); err == nil {
+		t.Error("name not verified, chain from another CA: PONG")
+	}
+	if err := ping("redis://"+srv.Addr()+"/0", good); err == nil || !strings.Contains(err.Error(), "rediss://") {
+		t.Errorf("TLS files with redis://: %v", err)
+	}
+	// A cluster URL takes them too.
+	newClient, _, _, err := Flags{URL: "rediss+cluster://" + srv.TLSAddr(), TLS: good}.Open(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient().(*redis.ClusterClient)
+	defer c.Close()
+	if o := c.Options(); o.TLSConfig == nil || o.TLSConfig.RootCAs == nil || o.TLSConfig.GetClientCertificate == nil {
+		t.Errorf("cluster TLS configuration %+v", o.TLSConfig)
 	}
 }

@@ -100,9 +100,9 @@ func TestRLSCountOnlyAdmitted(t *testing.T) {
 				return strings.Join(s, " ")
 			}
 			assert.Equal(t, "OK OK OVER_LIMIT OVER_LIMIT", codes(4))
-			loads := p.metric("ratelimit_rls_config_load_success")
+			loads := p.metric("ratelimit_service_config_load_success")
 			writeFile(t, cfg, fmt.Sprintf(perDay, 4))
-			p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+			p.waitMetric("ratelimit_service_config_load_success", loads+1)
 			if only {
 				// 2 admitted so far: 2 more fit.
 				assert.Equal(t, "OK OK OVER_LIMIT", codes(3))

@@ -27,8 +27,13 @@ import (
 func TestRLSDocs(t *testing.T) {
 	md, err := os.ReadFile("../../../docs/rls.md")
 	require.NoError(t, err)
-	var envoy, configs int
+	var envoy, configs, kube int
 	for _, block := range codeBlocks(string(md), "yaml") {
+		if strings.HasPrefix(block, "apiVersion:") {
+			kube++
+			checkKubernetes(t, block)
+			continue
+		}
 		if strings.Contains(block, "static_resources:") {
 			envoy++
 			var v any
@@ -46,6 +51,60 @@ func TestRLSDocs(t *testing.T) {
 	}
 	assert.Equal(t, 1, envoy, "one envoy.yaml")
 	assert.GreaterOrEqual(t, configs, 3, "the configuration examples")
+	assert.Equal(t, 2, kube, "Envoy Gateway's configuration and Istio's deployment")
+}
+
+// checkKubernetes holds a Kubernetes object of the docs to what the docs
+// say of it: a Deployment's container running /bin/ratelimit does so
+// with no arguments, in an environment where that serves rls; Envoy
+// Gateway's configuration names our image for its rate limit deployment.
+func checkKubernetes(t *testing.T, block string) {
+	t.Helper()
+	var obj struct {
+		Kind     string
+		Provider struct {
+			Kubernetes struct {
+				RateLimitDeployment struct {
+					Container struct{ Image string }
+				} `yaml:"rateLimitDeployment"`
+			}
+		}
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Image   string
+						Command []string
+						Args    []string
+						Env     []struct{ Name, Value string }
+					}
+				}
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(block), &obj), "%s", block)
+	switch obj.Kind {
+	case "EnvoyGateway":
+		assert.Contains(t, obj.Provider.Kubernetes.RateLimitDeployment.Container.Image, "ratelimit")
+	case "Deployment":
+		var ours int
+		for _, c := range obj.Spec.Template.Spec.Containers {
+			if len(c.Command) != 1 || c.Command[0] != "/bin/ratelimit" {
+				continue
+			}
+			ours++
+			assert.Empty(t, c.Args, "started with no arguments")
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+			assert.True(t, ReferenceEnvironment(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
+				"with no arguments in this environment, ratelimit prints its usage: %v", env)
+		}
+		assert.Equal(t, 1, ours, "one container runs /bin/ratelimit")
+	default:
+		t.Errorf("a %s in docs/rls.md: nothing checks it", obj.Kind)
+	}
 }
 
 // codeBlocks returns the contents of the fenced blocks of language lang.

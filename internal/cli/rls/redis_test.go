@@ -45,7 +45,7 @@ func TestRLSRedisKilled(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	// Far below the reference's 10 s; generous against a busy machine.
 	assert.Less(t, time.Since(start), 5*time.Second)
-	assert.GreaterOrEqual(t, p.metric("ratelimit_rls_store_errors"), int64(1))
+	assert.GreaterOrEqual(t, p.metric(`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`), int64(1))
 	p.waitStderr(t, "outage began: ")
 	p.waitStderr(t, "each request is answered Unavailable")
 
@@ -98,7 +98,7 @@ func TestRLSRedisMisconfigured(t *testing.T) {
 		_, err = p.call(t.Context(), "test", "k=x")
 	}
 	assert.Equal(t, codes.Internal, status.Code(err), "%v", err)
-	assert.GreaterOrEqual(t, p.metric("ratelimit_rls_store_misconfigured"), int64(1))
+	assert.GreaterOrEqual(t, p.metric("ratelimit_service_store_misconfigured"), int64(1))
 	p.waitStderr(t, "Redis set up wrong")
 }
 
@@ -161,7 +161,7 @@ func TestRLSGracefulStop(t *testing.T) {
 			errs <- err
 		}()
 	}
-	p.waitMetric("ratelimit_rls_calls_in_flight", n)
+	p.waitMetric("ratelimit_service_calls_in_flight", n)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "shutting down") },
 		rlsWait, 10*time.Millisecond)
@@ -172,14 +172,29 @@ func TestRLSGracefulStop(t *testing.T) {
 	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
 }
 
-// TestRLSRefusalCache: with --refusal-cache, a counter over its limit is
-// answered from this process until its window ends: with Redis gone, it is
-// still OVER_LIMIT (no round trip), while another counter is UNAVAILABLE.
+// TestRLSRefusalCache: with --refusal-cache (or the reference's
+// LOCAL_CACHE_SIZE_IN_BYTES), a counter over its limit is answered from
+// this process until its window ends: with Redis gone, it is still
+// OVER_LIMIT (no round trip), while another counter is UNAVAILABLE.
 func TestRLSRefusalCache(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"--refusal-cache", "100"}},
+		{[]string{"LOCAL_CACHE_SIZE_IN_BYTES=1048576"}, nil},
+	} {
+		t.Run(strings.Join(append(c.env, c.args...), " "), func(t *testing.T) {
+			refusalCache(t, c.env, c.args)
+		})
+	}
+}
+
+func refusalCache(t *testing.T, env, args []string) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--refusal-cache", "100")
+	p := startRLS(t, env, append([]string{"--config", cfg, "--redis", "redis://" + srv.Addr() + "/0"}, args...)...)
 	ctx := t.Context()
 	for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 		resp, err := p.call(ctx, "test", "k=x")
@@ -190,7 +205,10 @@ func TestRLSRefusalCache(t *testing.T) {
 	resp, err := p.call(ctx, "test", "k=x")
 	require.NoError(t, err, "answered from the refusal cache, without Redis")
 	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
-	assert.Equal(t, int64(1), p.metric("ratelimit_rls_over_limit_with_local_cache"))
+	// The reference's default mapping leaves over_limit_with_local_cache
+	// unmapped: its name is the stat's, escaped.
+	assert.Equal(t, int64(1), p.metric("ratelimit_service_rate_limit_test_k_over_limit_with_local_cache"))
+	assert.Equal(t, int64(2), p.metric(`ratelimit_service_rate_limit_over_limit{domain="test",key1="k"}`))
 	_, err = p.call(ctx, "test", "k=y")
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }

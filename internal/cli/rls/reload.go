@@ -29,6 +29,8 @@ type configWatcher struct {
 	log  *log.Logger
 	mu   sync.Mutex // one reload at a time
 	last [sha256.Size]byte
+	// loaded, if not nil, is told of each configuration put in use.
+	loaded func(*rls.Config)
 }
 
 func newConfigWatcher(c *rlsConfig, svc *rls.Service, loaded [sha256.Size]byte, l *log.Logger) *configWatcher {
@@ -83,6 +85,9 @@ func (w *configWatcher) reload(force bool) {
 		w.svc.ConfigLoadFailed()
 		w.log.Printf("the configuration does not load, keeping the previous one: %v", err)
 		return
+	}
+	if w.loaded != nil {
+		w.loaded(cfg)
 	}
 	w.log.Printf("configuration reloaded: %s", describeConfig(cfg))
 }

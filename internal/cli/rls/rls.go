@@ -7,7 +7,6 @@ package rls
 
 import (
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,54 +23,104 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/rls"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
 const rlsUsage = `Usage: ratelimit rls --config PATH [flags]
+       ratelimit rls --xds HOST:PORT [flags]
 
 Rls serves Envoy's global rate limit service (gRPC
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) from the
 configuration format of envoyproxy/ratelimit, so that Envoy, Istio, Contour,
-Emissary or Gloo can ask it whether a request is over its limit. PATH is a
-YAML file or a directory of them (one domain per file); docs/rls.md
-describes the format, our additions to it and a complete envoy.yaml.
+Emissary, Gloo or Envoy Gateway can ask it whether a request is over its
+limit. PATH is a YAML file or a directory of them (one domain per file);
+docs/rls.md describes the format, our additions to it and a complete
+envoy.yaml. With --xds the configuration comes instead from an xDS
+management server (RateLimitConfig resources over ADS, as Envoy Gateway
+pushes them to envoyproxy/ratelimit): each one it sends replaces the whole
+configuration; one that does not load is refused (NACK) and logged, the
+previous one serving on. The gRPC service starts once the first has
+arrived, or at once with --force-start (calls before it answered with an
+error).
 
 It also answers the reference's HTTP face on --http: POST /json with a
 RateLimitRequest in JSON answers 200 or 429 with the RateLimitResponse in
-JSON (503 when the store failed), and GET /healthcheck answers OK.
+JSON (503 when the store failed), and GET /healthcheck answers OK, or 500
+until Redis has answered once (and, with --xds, until the first
+configuration unless --force-start) and once the command is stopping.
+
+gRPC is served on host:port or, with --grpc unix:PATH, on a Unix socket
+(a socket file left by a process that is gone is replaced). With
+--grpc-tls-cert and --grpc-tls-key it is served over TLS, the files read
+again every --reload-interval when they change; --grpc-tls-client-ca
+requires a client certificate signed by its CAs, --grpc-tls-client-san one
+valid for that name.
 
 State is kept in memory (one instance needs nothing else), or in Redis with
 --redis URL so that every instance shares one count:
   redis://[user:password@]host:port[/db]    one server (rediss:// for TLS)
   redis+cluster://host:port,host:port       a Redis Cluster (rediss+cluster://)
 The password is better given with --redis-password-file or $REDIS_PASSWORD
-than in the URL, where every user of the machine can read it.
+than in the URL, where every user of the machine can read it. Over TLS,
+--redis-tls-cert and --redis-tls-key present a client certificate and
+--redis-tls-ca names the CAs to trust.
 A store that fails or takes longer than --store-timeout answers gRPC
 UNAVAILABLE at once, so that Envoy's failure_mode_deny decides. A Redis
 that answers but is set up wrong (a wrong password or database, a cluster
 URL for a single server or the reverse) stops the command at start with
 exit status 2; one that does not answer yet is a warning.
 
-The configuration is read again when a file under PATH changes (polled
-every --reload-interval) and on SIGHUP; a configuration that does not load
-keeps the previous one, says why on standard error and is counted
-(config_load_error). --check loads it once and exits: 0 when it is valid,
-else 2 with one line naming the file and the problem.
+The configuration files are read again when a file under PATH changes
+(polled every --reload-interval) and on SIGHUP; a configuration that does
+not load keeps the previous one, says why on standard error and is counted
+(config_load_error). --check loads them once and exits: 0 when they are
+valid, else 2 with one line naming the file and the problem.
 
 Where a flag is not given, the reference's environment variables are read,
 so that a deployment of envoyproxy/ratelimit keeps its manifests:
   --config   RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY
              (defaults /srv/runtime_data/current, "", config)
-  --grpc     GRPC_HOST:GRPC_PORT          --http     HOST:PORT
+  --xds      CONFIG_GRPC_XDS_SERVER_URL when CONFIG_TYPE=GRPC_XDS_SOTW
+             (default localhost:18000); --xds-node-id CONFIG_GRPC_XDS_NODE_ID,
+             --xds-tls-cert, -key, -ca, -san CONFIG_GRPC_XDS_CLIENT_TLS_CERT,
+             _KEY, CONFIG_GRPC_XDS_SERVER_TLS_CACERT, _SAN (with
+             CONFIG_GRPC_XDS_SERVER_USE_TLS), --force-start
+             FORCE_START_WITHOUT_INITIAL_CONFIG; and, with no flag of their
+             own, CONFIG_GRPC_XDS_NODE_METADATA,
+             CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS, XDS_CLIENT_BACKOFF_*,
+             CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL,
+             XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES
+  --grpc     GRPC_UDS, else GRPC_HOST:GRPC_PORT     --http  HOST:PORT
+  --grpc-tls-cert, -key, -client-ca, -client-san   GRPC_SERVER_TLS_CERT,
+             _KEY, GRPC_CLIENT_TLS_CACERT, _SAN (with GRPC_SERVER_USE_TLS)
+  --grpc-max-connection-age, -grace   GRPC_MAX_CONNECTION_AGE, _GRACE
   --redis    REDIS_URL with REDIS_SOCKET_TYPE (tcp or unix), REDIS_TYPE
              (single, cluster or sentinel), REDIS_AUTH ([user:]password)
              and REDIS_TLS; without REDIS_URL, the memory store
-  --metrics  PROMETHEUS_ADDR when USE_PROMETHEUS=true
-  --response-headers   LIMIT_RESPONSE_HEADERS_ENABLED
-  --merge-domains      MERGE_DOMAIN_CONFIG
+  --redis-tls-cert, -key, -ca, -skip-hostname-verification
+             REDIS_TLS_CLIENT_CERT, _KEY, REDIS_TLS_CACERT,
+             REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
+  --metrics  PROMETHEUS_ADDR when USE_PROMETHEUS=true (at PROMETHEUS_PATH,
+             /metrics by default)
+  --metrics-mapping      PROMETHEUS_MAPPER_YAML
+  --response-headers     LIMIT_RESPONSE_HEADERS_ENABLED
+  --merge-domains        MERGE_DOMAIN_CONFIG
+  --count-only-admitted  STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+  --refusal-cache        LOCAL_CACHE_SIZE_IN_BYTES / 128 (at least 4096)
 and, with no flag of their own: LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
-LIMIT_RESET_HEADER, NEAR_LIMIT_RATIO, SHADOW_MODE and CACHE_KEY_PREFIX.
+LIMIT_RESET_HEADER, NEAR_LIMIT_RATIO, SHADOW_MODE, CACHE_KEY_PREFIX and
+HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED. GRPC_SERVER_TLS_CA_CERT, which
+Envoy Gateway sets and the reference does not read, is ignored as the
+reference ignores it. With one of RUNTIME_ROOT, CONFIG_TYPE,
+REDIS_SOCKET_TYPE, BACKEND_TYPE or USE_STATSD set, "ratelimit" with no
+arguments runs "ratelimit rls", as the reference's image is started.
+
+--metrics serves the reference's Prometheus series, named as its default
+statsd_exporter mapping names them (ratelimit_service_rate_limit_total_hits
+{domain,key1,key2}, _over_limit, _near_limit, ...) or as the mapping file
+of --metrics-mapping says, with Go's runtime and process collectors.
 
 SIGINT or SIGTERM make /healthcheck and the gRPC health service report
 failure, stop accepting calls and let calls in flight finish (at most
@@ -81,6 +130,8 @@ Examples:
   ratelimit rls --config /etc/ratelimit/config
   ratelimit rls --config config.yaml --redis redis://redis:6379/0 --metrics :9090
   ratelimit rls --config /etc/ratelimit/config --check
+  ratelimit rls --xds envoy-gateway:18001 --xds-node-id envoy-ratelimit \
+    --xds-tls-cert /certs/tls.crt --xds-tls-key /certs/tls.key --xds-tls-ca /certs/ca.crt
 
 Exit status: 0 after a clean shutdown (or a valid --check), 1 if serving
 fails (an address is taken), 2 for bad flags, an invalid configuration or a
@@ -91,11 +142,17 @@ Flags:
 
 // rlsConfig is what the flags and the environment of rls describe.
 type rlsConfig struct {
-	configPath        string
-	configFromEnv     bool // configPath came from RUNTIME_* or their defaults
-	grpcAddr          string
-	httpAddr          string
-	metricsAddr       string
+	configPath    string
+	configFromEnv bool // configPath came from RUNTIME_* or their defaults
+	grpcAddr      string
+	httpAddr      string
+	metricsAddr   string
+	metricsPath   string // "": metrics.DefaultPath
+	metricsMapper string // a statsd_exporter mapping file; "": the reference's default mapping
+	// mapperOptional: the mapping file came from PROMETHEUS_MAPPER_YAML,
+	// which Envoy Gateway always sets but mounts from an optional
+	// ConfigMap: absent, the default mapping is used, with a warning.
+	mapperOptional    bool
 	redisURL          string // as given; "" for the memory store
 	redisPasswordFile string
 	newRedis          func() redis.UniversalClient
@@ -113,6 +170,12 @@ type rlsConfig struct {
 	mergeDomains      bool
 	maxKeys           int
 	check             bool
+
+	xds              xdsSettings   // url "" : the configuration comes from files
+	healthWithConfig bool          // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
+	grpc             grpcSettings  // TLS and connection ages
+	redisTLS         redisflag.TLS // the --redis-tls-* flags
+	redisCert        *tlsfiles.KeyPair
 }
 
 // Defaults of the reference (src/settings/settings.go).
@@ -132,11 +195,12 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	c := &rlsConfig{}
 	fs.StringVar(&c.configPath, "config", "", "the configuration: a YAML `PATH` or a directory of them")
-	fs.StringVar(&c.grpcAddr, "grpc", ":8081", "serve ShouldRateLimit (gRPC) on this `address`")
+	fs.StringVar(&c.grpcAddr, "grpc", ":8081", "serve ShouldRateLimit (gRPC) on this `address`: host:port, or unix:PATH for a Unix socket")
 	fs.StringVar(&c.httpAddr, "http", ":8080", "serve POST /json and GET /healthcheck on this `address`")
 	var rf redisflag.Flags
 	rf.Register(fs, "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
-	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics")
+	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics (or PROMETHEUS_PATH)")
+	fs.StringVar(&c.metricsMapper, "metrics-mapping", "", "name the metrics with this statsd_exporter mapping `file` instead of the reference's default mapping")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
 	fs.BoolVar(&c.responseHeaders, "response-headers", false, "add the reference's RateLimit-Limit, -Remaining and -Reset to response_headers_to_add")
@@ -146,6 +210,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.mergeDomains, "merge-domains", false, "let several files configure one domain (the reference's MERGE_DOMAIN_CONFIG)")
 	fs.IntVar(&c.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: the most keys the additions' algorithms keep (the least recently used are forgotten first); the reference's windows are dropped when they end")
 	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
+	registerXDSFlags(fs, &c.xds)
+	registerGRPCFlags(fs, &c.grpc)
+	c.redisTLS.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rlsUsage)
 		fs.PrintDefaults()
@@ -177,20 +244,24 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // the names of the flags on the command line.
 func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(string) (string, bool)) error {
 	env := func(name string) string { v, _ := lookup(name); return v }
-	if !given["config"] {
+	if err := c.resolveSource(given, lookup); err != nil {
+		return err
+	}
+	if c.xds.url == "" && !given["config"] {
 		root := cmp.Or(env("RUNTIME_ROOT"), defaultRuntimeRoot)
 		app := cmp.Or(env("RUNTIME_APPDIRECTORY"), defaultRuntimeAppDir)
 		c.configPath = filepath.Join(root, env("RUNTIME_SUBDIRECTORY"), app)
 		c.configFromEnv = true
 	}
-	if c.configPath == "" {
+	if c.xds.url == "" && c.configPath == "" {
 		return errors.New("--config needs a PATH (a YAML file or a directory of them)")
 	}
 	var err error
-	if !given["grpc"] {
-		if c.grpcAddr, err = envAddr(lookup, "GRPC_HOST", "GRPC_PORT", c.grpcAddr); err != nil {
-			return err
-		}
+	if c.healthWithConfig, err = envBool(lookup, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"); err != nil {
+		return err
+	}
+	if err := c.resolveGRPC(given, lookup); err != nil {
+		return err
 	}
 	if !given["http"] {
 		if c.httpAddr, err = envAddr(lookup, "HOST", "PORT", c.httpAddr); err != nil {
@@ -203,6 +274,16 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 		} else if on {
 			c.metricsAddr = cmp.Or(env("PROMETHEUS_ADDR"), defaultPromAddr)
 		}
+	}
+	if !given["metrics-mapping"] {
+		c.metricsMapper = env("PROMETHEUS_MAPPER_YAML")
+		c.mapperOptional = c.metricsMapper != ""
+	}
+	if p := env("PROMETHEUS_PATH"); p != "" {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("PROMETHEUS_PATH=%q: want a path starting with /", p)
+		}
+		c.metricsPath = p
 	}
 	if !given["response-headers"] {
 		if c.responseHeaders, err = envBool(lookup, "LIMIT_RESPONSE_HEADERS_ENABLED"); err != nil {
@@ -221,15 +302,33 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 		}
 		c.nearLimitRatio = float32(r)
 	}
+	if !given["count-only-admitted"] {
+		if c.countOnlyAdmitted, err = envBool(lookup, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"); err != nil {
+			return err
+		}
+	}
 	if c.refusalCache < 0 {
 		return fmt.Errorf("--refusal-cache %d: want 0 (off) or a number of counters", c.refusalCache)
+	}
+	refusalCacheFrom := "--refusal-cache"
+	if !given["refusal-cache"] {
+		bytes := 0
+		if err := envInt(lookup, "LOCAL_CACHE_SIZE_IN_BYTES", &bytes); err != nil {
+			return err
+		}
+		if bytes < 0 {
+			return fmt.Errorf("LOCAL_CACHE_SIZE_IN_BYTES=%d: want 0 (off) or a size in bytes", bytes)
+		}
+		if bytes > 0 {
+			c.refusalCache, refusalCacheFrom = refusalCacheKeys(bytes), "LOCAL_CACHE_SIZE_IN_BYTES"
+		}
 	}
 	if !given["merge-domains"] {
 		if c.mergeDomains, err = envBool(lookup, "MERGE_DOMAIN_CONFIG"); err != nil {
 			return err
 		}
 	}
-	for _, a := range []struct{ flag, addr string }{{"--grpc", c.grpcAddr}, {"--http", c.httpAddr}, {"--metrics", c.metricsAddr}} {
+	for _, a := range []struct{ flag, addr string }{{"--http", c.httpAddr}, {"--metrics", c.metricsAddr}} {
 		if a.addr == "" && a.flag == "--metrics" {
 			continue
 		}
@@ -251,23 +350,25 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 			return errors.New("--redis needs a URL, e.g. redis://127.0.0.1:6379/0")
 		}
 		c.redisURL = redisURL
-		rf := redisflag.Flags{URL: redisURL, PasswordFile: c.redisPasswordFile}
-		if c.newRedis, c.redisWhere, err = rf.Client(env); err != nil {
+		rf := redisflag.Flags{URL: redisURL, PasswordFile: c.redisPasswordFile, TLS: c.redisTLS}
+		if c.newRedis, c.redisWhere, c.redisCert, err = rf.Open(env); err != nil {
 			return err
 		}
 	} else if c.redisPasswordFile != "" {
 		return redisflag.ErrPasswordFileAlone
 	} else if u := env("REDIS_URL"); u != "" {
 		c.redisURL = u
-		if c.newRedis, c.redisWhere, err = redisFromEnv(u, lookup); err != nil {
+		if c.newRedis, c.redisWhere, c.redisCert, err = redisFromEnv(u, c.redisTLS, given, lookup); err != nil {
 			return err
 		}
+	} else if c.redisTLS.Given() {
+		return errors.New("the --redis-tls-* flags apply with --redis rediss://... (or REDIS_URL)")
 	}
 	if err := checkUnsupported(lookup, c.redisURL != ""); err != nil {
 		return err
 	}
 	if c.refusalCache > 0 && c.redisURL == "" {
-		return errors.New("--refusal-cache applies to Redis: the memory store has no round trip to save")
+		return fmt.Errorf("%s applies to Redis: the memory store has no round trip to save", refusalCacheFrom)
 	}
 	if given["max-keys"] && c.redisURL != "" {
 		return errors.New("--max-keys applies to the memory store; Redis bounds its memory with key expiry")
@@ -297,80 +398,4 @@ func envAddr(lookup func(string) (string, bool), hostVar, portVar, def string) (
 		host = ""
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// envBool reads a boolean variable as the reference's envconfig does
-// (strconv.ParseBool); unset or empty is false.
-func envBool(lookup func(string) (string, bool), name string) (bool, error) {
-	v, ok := lookup(name)
-	if !ok || v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%s=%q: want true or false", name, v)
-	}
-	return b, nil
-}
-
-// redisFromEnv builds the Redis client the reference's variables describe:
-// REDIS_URL is an address (host:port, or a socket path when
-// REDIS_SOCKET_TYPE is unix, the reference's default), a comma-separated
-// list of them for REDIS_TYPE=cluster, or the master's name followed by the
-// sentinels' addresses for REDIS_TYPE=sentinel. A REDIS_URL in our own URL
-// form (redis://, redis+cluster://) is read as --redis reads it.
-func redisFromEnv(u string, lookup func(string) (string, bool)) (func() redis.UniversalClient, string, error) {
-	env := func(name string) string { v, _ := lookup(name); return v }
-	if strings.Contains(u, "://") {
-		nc, where, err := redisflag.ParseURL(u, env("REDIS_PASSWORD"))
-		if err != nil {
-			return nil, "", fmt.Errorf("REDIS_URL %q: %v", redisflag.Redact(u), err)
-		}
-		return nc, where, nil
-	}
-	socket := strings.ToLower(cmp.Or(env("REDIS_SOCKET_TYPE"), "unix"))
-	if socket != "tcp" && socket != "unix" {
-		return nil, "", fmt.Errorf("REDIS_SOCKET_TYPE=%q: want tcp or unix", env("REDIS_SOCKET_TYPE"))
-	}
-	user, pass := "", env("REDIS_AUTH")
-	if u, p, ok := strings.Cut(pass, ":"); ok {
-		user, pass = u, p
-	}
-	useTLS, err := envBool(lookup, "REDIS_TLS")
-	if err != nil {
-		return nil, "", err
-	}
-	var tlsConf *tls.Config
-	if useTLS {
-		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	addrs := strings.Split(u, ",")
-	for _, a := range addrs {
-		if a == "" {
-			return nil, "", fmt.Errorf("REDIS_URL=%q: an empty address in the list", u)
-		}
-	}
-	switch typ := strings.ToLower(cmp.Or(env("REDIS_TYPE"), "single")); typ {
-	case "single":
-		if len(addrs) != 1 {
-			return nil, "", fmt.Errorf("REDIS_URL=%q: REDIS_TYPE single takes one address (REDIS_TYPE=cluster for a list)", u)
-		}
-		opt := &redis.Options{Network: socket, Addr: u, Username: user, Password: pass, TLSConfig: tlsConf}
-		return redisflag.NewClient(opt), u, nil
-	case "cluster":
-		if socket != "tcp" {
-			return nil, "", errors.New("REDIS_TYPE=cluster needs REDIS_SOCKET_TYPE=tcp")
-		}
-		opt := &redis.ClusterOptions{Addrs: addrs, Username: user, Password: pass, TLSConfig: tlsConf}
-		return redisflag.NewClusterClient(opt), u, nil
-	case "sentinel":
-		if len(addrs) < 2 {
-			return nil, "", fmt.Errorf("REDIS_URL=%q: REDIS_TYPE sentinel wants the master's name and the sentinels' addresses: name,host:port,...", u)
-		}
-		opt := &redis.FailoverOptions{MasterName: addrs[0], SentinelAddrs: addrs[1:], Username: user, Password: pass,
-			TLSConfig: tlsConf}
-		return redisflag.NewFailoverClient(opt), "sentinel " + u, nil
-	default:
-		return nil, "", fmt.Errorf("REDIS_TYPE=%q: want single, cluster or sentinel", typ)
-	}
 }

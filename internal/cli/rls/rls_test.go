@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,11 +28,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/metrics/metricstest"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
@@ -44,18 +45,19 @@ const rlsWait = 15 * time.Second
 
 // rlsProc is a running `ratelimit rls`.
 type rlsProc struct {
-	t          *testing.T
-	cmd        *exec.Cmd
-	stderr     clitest.LockedBuffer
-	grpcAddr   string
-	httpURL    string
-	metricsURL string
-	client     rlsv3.RateLimitServiceClient
-	exited     chan struct{}
-	status     int
+	t           *testing.T
+	cmd         *exec.Cmd
+	stderr      clitest.LockedBuffer
+	grpcAddr    string
+	httpURL     string
+	metricsURL  string // http://host:port
+	metricsPath string
+	client      rlsv3.RateLimitServiceClient
+	exited      chan struct{}
+	status      int
 }
 
-var rlsBanner = regexp.MustCompile(`gRPC on ([^,]+), HTTP on (http://[^,;]+)(?:, metrics on (http://[^;]+)/metrics)?;`)
+var rlsBanner = regexp.MustCompile(`gRPC on (\S+)(?: \([^)]*\))?, HTTP on (http://[^,;]+)(?:, metrics on (http://[^/;]+)(/[^;]*))?;`)
 
 // startRLS starts the binary on free loopback ports with args (after
 // --grpc, --http, --metrics and a short --reload-interval, which args may
@@ -70,10 +72,23 @@ func startRLS(t *testing.T, env []string, args ...string) *rlsProc {
 // env, and waits for its banner.
 func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 	t.Helper()
-	bin := clitest.Binary(t)
-	args := full[1:]
-	p := &rlsProc{t: t, cmd: exec.Command(bin, full...), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	return launchRLSOver(t, env, full, insecure.NewCredentials())
+}
+
+// launchRLSOver is launchRLS with creds for the client's connection (TLS).
+func launchRLSOver(t *testing.T, env []string, full []string, creds credentials.TransportCredentials) *rlsProc {
+	t.Helper()
+	cmd := exec.Command(clitest.Binary(t), full...)
+	cmd.Env = append(os.Environ(), env...)
+	return attachRLS(t, cmd, creds)
+}
+
+// attachRLS starts cmd, `ratelimit rls` however it is run (the binary, a
+// container), waits for its banner and connects a client with creds.
+func attachRLS(t *testing.T, cmd *exec.Cmd, creds credentials.TransportCredentials) *rlsProc {
+	t.Helper()
+	args := cmd.Args[1:]
+	p := &rlsProc{t: t, cmd: cmd, exited: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -111,11 +126,11 @@ func launchRLS(t *testing.T, env []string, full []string) *rlsProc {
 			<-p.exited
 			t.Fatalf("rls %q: no banner (status %d): %q\nstderr: %s", args, p.status, s, p.stderr.String())
 		}
-		p.grpcAddr, p.httpURL, p.metricsURL = m[1], m[2], m[3]
+		p.grpcAddr, p.httpURL, p.metricsURL, p.metricsPath = m[1], m[2], m[3], m[4]
 	case <-time.After(rlsWait):
 		t.Fatalf("rls %q: no banner within %v; stderr: %s", args, rlsWait, p.stderr.String())
 	}
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	p.client = rlsv3.NewRateLimitServiceClient(conn)
@@ -137,28 +152,22 @@ func request(domain string, entries ...string) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
 }
 
-// metric reads the sum of a metric's series from /metrics (-1 when the
-// endpoint does not answer).
+// metric reads a series from /metrics: name is a family, whose series
+// are summed, or one series, `family{label="value",...}` with its labels
+// sorted; 0 when the page has none, -1 when the endpoint does not answer.
 func (p *rlsProc) metric(name string) int64 {
-	resp, err := http.Get(p.metricsURL + "/metrics")
+	page, _, err := metricstest.Scrape(p.metricsURL + p.metricsPath)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	var sum int64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		f := strings.Fields(line)
-		n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
-		if err == nil {
-			sum += n
+	family, _, labelled := strings.Cut(name, "{")
+	var sum float64
+	for k, v := range page.Series(family) {
+		if k == name || !labelled && (k == family || strings.HasPrefix(k, family+"{")) {
+			sum += v
 		}
 	}
-	return sum
+	return int64(sum)
 }
 
 // waitMetric waits until the metric reaches at least want.
@@ -250,8 +259,8 @@ func TestRLSGRPC(t *testing.T) {
 	resp, err := p.call(ctx, "no-such-domain", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
-	assert.Equal(t, int64(3), p.metric("ratelimit_rls_total_hits"))
-	assert.Equal(t, int64(1), p.metric("ratelimit_rls_over_limit"))
+	assert.Equal(t, int64(3), p.metric("ratelimit_service_rate_limit_total_hits"))
+	assert.Equal(t, int64(1), p.metric("ratelimit_service_rate_limit_over_limit"))
 }
 
 // TestRLSJSON: POST /json takes the reference's body (protojson of a
@@ -314,27 +323,27 @@ func TestRLSReload(t *testing.T) {
 	}
 	remaining(rlsv3.RateLimitResponse_OK, 0, 1)
 	remaining(rlsv3.RateLimitResponse_OVER_LIMIT, 0, 1)
-	loads := p.metric("ratelimit_rls_config_load_success")
+	loads := p.metric("ratelimit_service_config_load_success")
 
 	// A good change: 5 a day. The window has counted 2 hits (the
 	// reference counts refused hits too), so the third is the 3rd of 5.
 	writeFile(t, cfg, fmt.Sprintf(perDay, 5))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	p.waitMetric("ratelimit_service_config_load_success", loads+1)
 	remaining(rlsv3.RateLimitResponse_OK, 2, 5)
 
 	// A bad change: the previous configuration (5 a day) stays.
 	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
-	p.waitMetric("ratelimit_rls_config_load_error", 1)
+	p.waitMetric("ratelimit_service_config_load_error", 1)
 	remaining(rlsv3.RateLimitResponse_OK, 1, 5)
 	p.waitStderr(t, "keeping the previous one")
 	p.waitStderr(t, cfg)
-	assert.Equal(t, loads+1, p.metric("ratelimit_rls_config_load_success"))
+	assert.Equal(t, loads+1, p.metric("ratelimit_service_config_load_success"))
 
 	// A second file with another domain, then the bad one fixed: both
 	// load together.
 	writeFile(t, filepath.Join(dir, "other.yaml"), "domain: other\ndescriptors:\n  - key: o\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+2)
+	p.waitMetric("ratelimit_service_config_load_success", loads+2)
 	remaining(rlsv3.RateLimitResponse_OK, 5, 10)
 	resp, err := p.call(ctx, "other", "o=1")
 	require.NoError(t, err)
@@ -346,10 +355,10 @@ func TestRLSReloadSIGHUP(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	p := startRLS(t, nil, "--config", cfg, "--reload-interval", "1h")
-	loads := p.metric("ratelimit_rls_config_load_success")
+	loads := p.metric("ratelimit_service_config_load_success")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 7))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
-	p.waitMetric("ratelimit_rls_config_load_success", loads+1)
+	p.waitMetric("ratelimit_service_config_load_success", loads+1)
 	resp, err := p.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, uint32(7), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())
@@ -466,12 +475,7 @@ func TestRLSResolve(t *testing.T) {
 		{map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, "memcache is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": "true"}, "per-second limits is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "p:1"}, "per-second limits is not supported"},
-		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "--refusal-cache"},
-		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, "--count-only-admitted"},
 		{map[string]string{"QUOTA_MODE": "true"}, "quota mode"},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "only configuration files"},
-		{map[string]string{"GRPC_UDS": "/run/rl.sock"}, "Unix socket"},
-		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "TLS is not supported"},
 		{map[string]string{"BACKEND_TYPE": "redis"}, "needs REDIS_URL"},
 	} {
 		c := defaults()
@@ -490,4 +494,110 @@ func TestRLSUnsupportedAtDefault(t *testing.T) {
 	}
 	c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second, maxKeys: 10}
 	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+}
+
+// TestRLSResolveGateway: how the settings Envoy Gateway and the reference
+// use combine with the flags, and the errors for what cannot be honoured.
+func TestRLSResolveGateway(t *testing.T) {
+	lookup := func(env map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+	resolve := func(given map[string]bool, env map[string]string, set func(*rlsConfig)) (*rlsConfig, error) {
+		c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second,
+			maxKeys: 10, grpc: grpcSettings{maxAge: defaultMaxConnectionAge, maxAgeGrace: defaultMaxConnectionAgeGrace}}
+		c.xds.nodeID = "default"
+		if set != nil {
+			set(c)
+		}
+		return c, c.resolve(given, "", lookup(env))
+	}
+
+	// Envoy Gateway's environment: xDS over TLS, gRPC over TLS without
+	// client certificates, GRPC_SERVER_TLS_CA_CERT ignored.
+	c, err := resolve(nil, map[string]string{
+		"RUNTIME_ROOT": "/data", "CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001",
+		"CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit", "GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/certs/tls.crt",
+		"GRPC_SERVER_TLS_KEY": "/certs/tls.key", "GRPC_SERVER_TLS_CA_CERT": "/certs/ca.crt",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true", "CONFIG_GRPC_XDS_NODE_METADATA": "zone=a,region=b",
+		"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-token:t1", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "1s",
+		"XDS_CLIENT_BACKOFF_MAX_INTERVAL": "8s", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "2", "XDS_CLIENT_BACKOFF_JITTER": "false",
+		"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "500ms", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "8388608",
+		"GRPC_MAX_CONNECTION_AGE": "1h", "GRPC_MAX_CONNECTION_AGE_GRACE": "5m",
+	}, nil)
+	require.NoError(t, err)
+	x := c.xds
+	assert.Equal(t, "envoy-gateway:18001", x.url)
+	assert.Equal(t, "envoy-ratelimit", x.nodeID)
+	assert.Equal(t, map[string]string{"zone": "a", "region": "b"}, x.nodeMetadata)
+	assert.Equal(t, map[string]string{"x-token": "t1"}, x.headers)
+	assert.True(t, x.useTLS)
+	assert.Equal(t, "/certs/tls.crt", x.tls.CertFile)
+	assert.Equal(t, "/certs/ca.crt", x.tls.CAFile)
+	assert.Equal(t, time.Second, x.backoff.Initial)
+	assert.Equal(t, 8*time.Second, x.backoff.Max)
+	assert.Equal(t, 2.0, x.backoff.Factor)
+	assert.False(t, x.backoff.Jitter)
+	assert.Equal(t, 500*time.Millisecond, x.connectRetry)
+	assert.Equal(t, 8388608, x.maxMsgSize)
+	assert.True(t, x.forceStart)
+	assert.True(t, c.grpc.useTLS)
+	assert.Empty(t, c.grpc.tls.ClientCAFile, "GRPC_SERVER_TLS_CA_CERT asks for no client certificate")
+	assert.Equal(t, time.Hour, c.grpc.maxAge)
+	assert.Equal(t, 5*time.Minute, c.grpc.maxAgeGrace)
+
+	// The reference's default server; --config wins over CONFIG_TYPE.
+	c, err = resolve(nil, map[string]string{"CONFIG_TYPE": "grpc_xds_sotw"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "localhost:18000", c.xds.url)
+	assert.Equal(t, "default", c.xds.nodeID)
+	assert.False(t, c.xds.useTLS)
+	c, err = resolve(map[string]bool{"config": true}, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, func(c *rlsConfig) { c.configPath = "/etc/rl" })
+	require.NoError(t, err)
+	assert.Empty(t, c.xds.url)
+
+	// GRPC_UDS replaces GRPC_HOST:GRPC_PORT; the count and the cache.
+	c, err = resolve(nil, map[string]string{"GRPC_UDS": "/run/rl.sock", "GRPC_PORT": "9000", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true",
+		"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "unix:/run/rl.sock", c.grpcAddr)
+	assert.True(t, c.countOnlyAdmitted)
+	assert.Equal(t, 1048576/128, c.refusalCache)
+	c, err = resolve(nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "1000"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 4096, c.refusalCache, "the reference's least: freecache's 512 KiB")
+	c, err = resolve(map[string]bool{"refusal-cache": true}, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp",
+		"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, func(c *rlsConfig) { c.refusalCache = 7 })
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.refusalCache, "the flag wins")
+
+	for _, tc := range []struct {
+		given map[string]bool
+		env   map[string]string
+		want  string
+	}{
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_DELTA"}, `CONFIG_TYPE="GRPC_XDS_DELTA": want FILE or GRPC_XDS_SOTW`},
+		{map[string]bool{"config": true, "xds": true}, nil, "--config and --xds"},
+		{map[string]bool{"force-start": true}, nil, "--force-start applies with --xds"},
+		{map[string]bool{"check": true}, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "--check validates configuration files"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/c"}, "CONFIG_GRPC_XDS_SERVER_USE_TLS is not true"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "novalue"}, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "1s"}, "max interval"},
+		{nil, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "soon"}, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"},
+		{nil, map[string]string{"GRPC_SERVER_TLS_CERT": "/c"}, "GRPC_SERVER_USE_TLS is not true"},
+		{nil, map[string]string{"GRPC_SERVER_USE_TLS": "true"}, "needs a certificate and its key"},
+		{nil, map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k",
+			"GRPC_CLIENT_TLS_SAN": "envoy"}, "needs --grpc-tls-client-ca"},
+		{nil, map[string]string{"GRPC_MAX_CONNECTION_AGE": "-1s"}, "GRPC_MAX_CONNECTION_AGE"},
+		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TLS_CLIENT_CERT": "/c"}, "REDIS_TLS is not true"},
+		{nil, map[string]string{"REDIS_URL": "redis://h:1", "REDIS_TLS_CACERT": "/c"}, "does not ask for TLS"},
+		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/nonexistent"}, "/nonexistent"},
+		{nil, map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "LOCAL_CACHE_SIZE_IN_BYTES applies to Redis"},
+		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "-1"}, "LOCAL_CACHE_SIZE_IN_BYTES=-1"},
+		{nil, map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "sometimes"}, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"},
+	} {
+		_, err := resolve(tc.given, tc.env, func(c *rlsConfig) { c.check = tc.given["check"] })
+		assert.ErrorContains(t, err, tc.want, "%v %v", tc.given, tc.env)
+	}
 }

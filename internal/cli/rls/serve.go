@@ -2,20 +2,22 @@ package rls
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -25,6 +27,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/outage"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -86,15 +89,16 @@ func (c *rlsConfig) serviceOptions() []rls.Option {
 // openStore makes the store: memory, or Redis checked at start. A Redis
 // that answers but is set up wrong is an error wrapping
 // rls.ErrMisconfigured (exit status 2); one that does not answer is a
-// warning on stderr: the service answers UNAVAILABLE until it does.
-func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), err error) {
+// warning on stderr: the service answers UNAVAILABLE until it does, and
+// down is how to ask it again (nil when it answered).
+func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), down func(context.Context) error, err error) {
 	if c.newRedis == nil {
 		// CACHE_KEY_PREFIX names Redis keys: nothing to do in memory.
 		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys))
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil
+		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil, nil
 	}
 	redisflag.Quiet() // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
@@ -108,48 +112,23 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	rs, err := rls.NewRedisStore(client, sopts...)
 	if err != nil {
 		client.Close()
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
 	defer cancel()
 	if err := redisflag.ClusterNodeAsServer(ctx, client); err != nil {
 		client.Close()
-		return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+		return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 	}
 	if err := rs.Check(ctx); err != nil {
 		if redisflag.Misconfigured(err) {
 			client.Close()
-			return nil, "", nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
+			return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 		}
-		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE until it does\n", c.redisWhere, err)
+		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE, and /healthcheck 500, until it does\n", c.redisWhere, err)
+		down = rs.Check
 	}
-	return rs, "redis " + c.redisWhere, func() { client.Close() }, nil
-}
-
-// rlsHealth is the state /healthcheck and the gRPC health service report.
-type rlsHealth struct {
-	ok   atomic.Bool
-	grpc *health.Server
-}
-
-func (h *rlsHealth) set(ok bool) {
-	h.ok.Store(ok)
-	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
-		st = healthpb.HealthCheckResponse_SERVING
-	}
-	h.grpc.SetServingStatus("", st)
-	h.grpc.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
-}
-
-// ServeHTTP is /healthcheck: "OK", or 500 while stopping, as the
-// reference answers.
-func (h *rlsHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.ok.Load() {
-		w.WriteHeader(http.StatusInternalServerError)
-		return
-	}
-	io.WriteString(w, "OK")
+	return rs, "redis " + c.redisWhere, func() { client.Close() }, down, nil
 }
 
 // jsonHandler is the reference's POST /json: a RateLimitRequest in
@@ -227,89 +206,183 @@ func noteStore(l *outage.Log, resp *rlsv3.RateLimitResponse, err error) {
 	}
 }
 
+// Health conditions: what /healthcheck waits for, as the reference's
+// health checker's components.
+const (
+	healthStore  = "store"         // Redis answered a first time
+	healthConfig = "configuration" // a first configuration (xDS), one with a domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)
+)
+
+// storeRetryEvery is how often a Redis that did not answer at start is
+// asked again, for the health check.
+const storeRetryEvery = 250 * time.Millisecond
+
+// awaitStore asks the store (down) again every storeRetryEvery until it
+// answers or ctx ends, then turns the health's store condition on and
+// says so.
+func awaitStore(ctx context.Context, down func(context.Context) error, h *serve.Health, where string, l *log.Logger) {
+	t := time.NewTicker(storeRetryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		check, cancel := context.WithTimeout(ctx, redisflag.StartTimeout)
+		err := down(check)
+		cancel()
+		if err == nil {
+			h.Set(healthStore, true)
+			l.Printf("%s answers", where)
+			return
+		}
+	}
+}
+
 // serve runs the service until ctx ends, then drains it.
 func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	const prefix = "ratelimit rls"
-	fp := configFingerprint(c.configPath) // before loading: a change in between is seen
-	cfg, err := c.load()
-	if err != nil {
+	fail := func(status int, err error) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitUsage
+		return status
 	}
-	store, storeName, closeStore, err := c.openStore(stderr)
+	var cfg *rls.Config
+	var fp [sha256.Size]byte
+	if c.xds.url == "" {
+		fp = configFingerprint(c.configPath) // before loading: a change in between is seen
+		var err error
+		if cfg, err = c.load(); err != nil {
+			return fail(command.ExitUsage, err)
+		}
+	}
+	store, storeName, closeStore, storeDown, err := c.openStore(stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitUsage
+		return fail(command.ExitUsage, err)
 	}
 	defer closeStore()
 	svc, err := rls.New(cfg, store, c.serviceOptions()...)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitUsage
+		return fail(command.ExitUsage, err)
+	}
+	grpcOpts, grpcCert, err := c.grpcServerOptions()
+	if err != nil {
+		return fail(command.ExitUsage, err)
+	}
+	mapping, err := newMapper(c.metricsMapper)
+	if errors.Is(err, fs.ErrNotExist) && c.mapperOptional {
+		fmt.Fprintf(stderr, "%s: PROMETHEUS_MAPPER_YAML=%s does not exist: the reference's default metric mapping is used\n", prefix, c.metricsMapper)
+		mapping, err = newMapper("")
+	}
+	if err != nil {
+		return fail(command.ExitUsage, err)
 	}
 	errLog := log.New(stderr, prefix+": ", 0)
 
 	// Listen on everything first, so that a taken address stops the
 	// command before it serves anything.
 	var listeners serve.Listeners
-	grpcLn, err := listeners.Listen("--grpc", c.grpcAddr)
+	grpcLn, err := c.listenGRPC(&listeners)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitFail
+		return fail(command.ExitFail, err)
 	}
 	httpLn, err := listeners.Listen("--http", c.httpAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-		return command.ExitFail
+		return fail(command.ExitFail, err)
 	}
 	var metricsLn net.Listener
 	if c.metricsAddr != "" {
 		if metricsLn, err = listeners.Listen("--metrics", c.metricsAddr); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
-			return command.ExitFail
+			return fail(command.ExitFail, err)
 		}
 	}
 
-	hl := &rlsHealth{grpc: health.NewServer()}
-	hl.set(true)
-	var inFlight atomic.Int64
+	background, stopBackground := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stopBackground()
+		wg.Wait()
+	}()
+	// "ratelimit" is the name the reference's health service answers for.
+	hl := serve.NewHealth(rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit")
+	if storeDown != nil {
+		hl.Set(healthStore, false)
+		wg.Go(func() { awaitStore(background, storeDown, hl, storeName, errLog) })
+	}
+	if c.healthWithConfig && cfg != nil {
+		hl.Set(healthConfig, len(cfg.Domains()) > 0)
+	}
+	for _, p := range []struct {
+		pair *tlsfiles.KeyPair
+		file string
+	}{{grpcCert, c.grpc.tls.CertFile}, {c.redisCert, c.redisTLS.CertFile}} {
+		if p.pair != nil {
+			wg.Go(func() { watchPair(background, p.pair, p.file, c.reloadInterval, errLog) })
+		}
+	}
+
+	sm := newServiceMetrics(svc, mapping)
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
 	// What both faces call: counted in flight, store failures logged.
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
+		sm.inFlight.Add(1)
+		defer sm.inFlight.Add(-1)
 		resp, err := svc.ShouldRateLimit(ctx, req)
 		noteStore(storeLog, resp, err)
 		return resp, err
 	})
-	gs := grpc.NewServer(rlsServerOptions()...)
+	gs := grpc.NewServer(append(grpcOpts, grpc.ChainUnaryInterceptor(sm.intercept))...)
 	rlsv3.RegisterRateLimitServiceServer(gs, answer)
-	healthpb.RegisterHealthServer(gs, hl.grpc)
+	healthpb.RegisterHealthServer(gs, hl.GRPC())
+
+	// The configuration: files, watched; or an xDS server's, with the
+	// gRPC service held until the first arrives unless --force-start.
+	var grpcServer serve.GRPCServer = gs
+	var source string
+	if c.xds.url == "" {
+		source = fmt.Sprintf("%s from %s", describeConfig(cfg), c.configPath)
+		w := newConfigWatcher(c, svc, fp, errLog)
+		if c.healthWithConfig {
+			w.loaded = func(cfg *rls.Config) { hl.Set(healthConfig, len(cfg.Domains()) > 0) }
+		}
+		stopWatch := w.start(c.reloadInterval)
+		defer stopWatch()
+	} else {
+		var stopXDS func()
+		if grpcServer, source, stopXDS, err = c.serveXDS(background, svc, gs, hl, errLog); err != nil {
+			listeners.Close()
+			return fail(command.ExitUsage, err)
+		}
+		defer stopXDS()
+	}
 
 	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}
-	servers.GRPC(gs, grpcLn)
+	servers.GRPC(grpcServer, grpcLn)
 	mux := http.NewServeMux()
 	mux.Handle("POST /json", jsonHandler(answer))
 	mux.Handle("/healthcheck", hl)
 	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
-		servers.HTTP(metrics.Server(func(out io.Writer) {
-			svc.WriteMetrics(out)
-			w := metrics.Writer{W: out}
-			w.Family("ratelimit_rls_calls_in_flight", "gauge", "ShouldRateLimit calls (gRPC and /json) being answered.")
-			w.Sample("ratelimit_rls_calls_in_flight", inFlight.Load())
-		}, errLog), metricsLn)
-		metricsNote = metrics.Banner(metricsLn)
+		reg, err := metrics.NewRegistry(sm)
+		if err != nil {
+			return fail(command.ExitFail, err)
+		}
+		servers.HTTP(metrics.Server(reg, c.metricsPath, errLog), metricsLn)
+		metricsNote = metrics.Banner(metricsLn, c.metricsPath)
 	}
 
-	w := newConfigWatcher(c, svc, fp, errLog)
-	stopWatch := w.start(c.reloadInterval)
-	defer stopWatch()
+	tlsNote := ""
+	if c.grpc.useTLS {
+		tlsNote = " (TLS"
+		if c.grpc.tls.ClientCAFile != "" {
+			tlsNote += ", client certificates required"
+		}
+		tlsNote += ")"
+	}
+	fmt.Fprintf(stdout, "%s: gRPC on %s%s, HTTP on http://%s%s; %s; %s\n",
+		prefix, grpcAddrString(grpcLn), tlsNote, httpLn.Addr(), metricsNote, source, storeName)
 
-	fmt.Fprintf(stdout, "%s: gRPC on %s, HTTP on http://%s%s; %s from %s; %s\n",
-		prefix, grpcLn.Addr(), httpLn.Addr(), metricsNote, describeConfig(cfg), c.configPath, storeName)
-
-	return servers.Run(ctx, func() { hl.set(false) })
+	return servers.Run(ctx, hl.Stopping)
 }

@@ -24,12 +24,7 @@ var unsupportedSettings = []unsupportedSetting{
 	{"MEMCACHE_SRV", "", "memcache is not supported: use Redis (REDIS_URL or --redis)"},
 	{"REDIS_PERSECOND", "false", "a second Redis for per-second limits is not supported: every limit uses REDIS_URL's"},
 	{"REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock", "a second Redis for per-second limits is not supported: every limit uses REDIS_URL's"},
-	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "the over-limit cache is sized in counters, not bytes: use --refusal-cache N"},
-	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", "not supported; --count-only-admitted is the nearest (a refused hit leaves the count unchanged)"},
 	{"QUOTA_MODE", "false", "quota mode is not supported"},
-	{"CONFIG_TYPE", "FILE", "only configuration files are supported (--config or RUNTIME_ROOT)"},
-	{"GRPC_UDS", "", "a gRPC Unix socket is not supported: use --grpc host:port (GRPC_HOST, GRPC_PORT)"},
-	{"GRPC_SERVER_USE_TLS", "false", "gRPC over TLS is not supported: terminate TLS in front (Envoy's cluster to the service)"},
 }
 
 // checkUnsupported returns the error for the first unsupported setting set

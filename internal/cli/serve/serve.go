@@ -40,7 +40,13 @@ type Listeners []net.Listener
 // before, and the error names flagName ("--metrics: listen tcp ...")
 // unless it is "".
 func (ls *Listeners) Listen(flagName, addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	return ls.add(flagName, func() (net.Listener, error) { return net.Listen("tcp", addr) })
+}
+
+// add opens a listener with listen and keeps it, or closes the others and
+// returns the error, naming flagName unless it is "".
+func (ls *Listeners) add(flagName string, listen func() (net.Listener, error)) (net.Listener, error) {
+	ln, err := listen()
 	if err != nil {
 		ls.Close()
 		if flagName != "" {
