@@ -1,5 +1,5 @@
 //go:build !race
 
-package doccheck
+package docstest
 
 const raceBuild = false

@@ -1,7 +1,6 @@
-package doccheck
+package docstest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -130,28 +129,13 @@ func TestDocSnippetsCompile(t *testing.T) {
 // goBlocks returns the ```go blocks of the Markdown file at path.
 func goBlocks(t *testing.T, path, rel string) []block {
 	t.Helper()
-	f, err := os.Open(path)
+	md, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var blocks []block
-	var cur *block
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case cur == nil && strings.TrimSpace(line) == "```go":
-			cur = &block{doc: rel, line: n + 1}
-		case cur != nil && strings.TrimSpace(line) == "```":
-			blocks = append(blocks, *cur)
-			cur = nil
-		case cur != nil:
-			cur.code += line + "\n"
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	for _, b := range BlocksAt(string(md), "go") {
+		blocks = append(blocks, block{doc: rel, line: b.Line, code: b.Code})
 	}
 	return blocks
 }

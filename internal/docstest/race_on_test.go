@@ -1,6 +1,6 @@
 //go:build race
 
-package doccheck
+package docstest
 
 // raceBuild: the tests run with the race detector.
 const raceBuild = true
