@@ -1,6 +1,7 @@
 package rlsbench
 
 import (
+	"cmp"
 	"math/rand/v2"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -200,8 +201,16 @@ type Gen struct {
 	// DescriptorAddend enables the per-descriptor hits_addend of newer
 	// protos (the reference honours it, including 0).
 	DescriptorAddend bool
+	// DescriptorAddendEvery gives one descriptor in N its own hits_addend
+	// (0: 8), drawn from DescriptorAddends (nil: 0, 1, 2).
+	DescriptorAddendEvery int
+	DescriptorAddends     []uint64
 	// Combos are calls sent as they are, one call in six.
 	Combos [][][][2]string
+	// ComboAddends gives the descriptors of Combos their own hits_addend
+	// too, as Envoy Gateway's costs give one to every descriptor of a
+	// call.
+	ComboAddends bool
 	// Invalid sends, now and then, a call without a domain or without
 	// descriptors.
 	Invalid bool
@@ -240,6 +249,9 @@ func (g *Gen) Call() *pb.RateLimitRequest {
 			for _, e := range entries {
 				d.Entries = append(d.Entries, &rlsv3.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
 			}
+			if g.ComboAddends {
+				g.addend(d)
+			}
 			r.Descriptors = append(r.Descriptors, d)
 		}
 		return r
@@ -253,9 +265,7 @@ func (g *Gen) Call() *pb.RateLimitRequest {
 		for _, e := range p.entries {
 			d.Entries = append(d.Entries, &rlsv3.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
 		}
-		if g.DescriptorAddend && g.Rand.IntN(8) == 0 {
-			d.HitsAddend = wrapperspb.UInt64(uint64(g.Rand.IntN(3)))
-		}
+		g.addend(d)
 		r.Descriptors = append(r.Descriptors, d)
 	}
 	if g.Invalid && g.Rand.IntN(40) == 0 {
@@ -266,4 +276,16 @@ func (g *Gen) Call() *pb.RateLimitRequest {
 		}
 	}
 	return r
+}
+
+// addend gives d its own hits_addend, now and then.
+func (g *Gen) addend(d *rlsv3.RateLimitDescriptor) {
+	if !g.DescriptorAddend || g.Rand.IntN(cmp.Or(g.DescriptorAddendEvery, 8)) != 0 {
+		return
+	}
+	if g.DescriptorAddends == nil {
+		d.HitsAddend = wrapperspb.UInt64(uint64(g.Rand.IntN(3)))
+		return
+	}
+	d.HitsAddend = wrapperspb.UInt64(g.DescriptorAddends[g.Rand.IntN(len(g.DescriptorAddends))])
 }

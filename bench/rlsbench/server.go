@@ -20,28 +20,43 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // Server is a rate limit service (the reference or ours) running as a
 // child process on free loopback ports, with a gRPC client connected to it.
 type Server struct {
-	Name   string // for reports: "reference", "ours/redis", "ours/memory"
-	GRPC   string // host:port of ShouldRateLimit
-	HTTP   string // host:port of /json and /healthcheck
-	Client pb.RateLimitServiceClient
-	conns  []*grpc.ClientConn
-	cmd    *exec.Cmd
-	logf   *os.File
-	exited chan struct{}
+	Name string // for reports: "reference", "ours/redis", "ours/memory"
+	GRPC string // host:port of ShouldRateLimit
+	HTTP string // host:port of /json and /healthcheck
+	// Metrics is the host:port of the Prometheus page (/metrics), empty
+	// when the server has none.
+	Metrics string
+	Client  pb.RateLimitServiceClient
+	conns   []*grpc.ClientConn
+	cmd     *exec.Cmd
+	logf    *os.File
+	exited  chan struct{}
 	// Redis is the store's host:port, empty on our memory store.
 	Redis   string
 	restart func() (*Server, error)
 	// pick, for a Shared pair, chooses the server of each call; the pair
 	// has no process of its own.
 	pick *picker
+	// calls counts the ShouldRateLimit calls sent over gRPC, connect's
+	// probes included.
+	calls *atomic.Int64
 }
+
+// Calls is the number of ShouldRateLimit calls sent to the server over
+// gRPC so far (through Client, and the probe of each connection): what
+// the server's ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}
+// counts.
+func (s *Server) Calls() int64 { return s.calls.Load() }
 
 // Restart stops the server and starts it again with the same options
 // (on fresh ports): a memory store starts empty.
@@ -74,6 +89,11 @@ type Options struct {
 	Conns int
 	// Args are added to ours's command line (e.g. --store-timeout=1s).
 	Args []string
+	// TLS serves gRPC over TLS with its certificate (the reference's
+	// GRPC_SERVER_USE_TLS, GRPC_SERVER_TLS_CERT and _KEY; ours's
+	// --grpc-tls-cert and --grpc-tls-key), and the client connects over
+	// TLS trusting its CA. Nil: plain text.
+	TLS *Certs
 }
 
 // WriteConfig writes files (name → YAML) into dir/ratelimit/config, the
@@ -97,7 +117,8 @@ func WriteConfig(dir string, files map[string]string) (string, error) {
 // into a server unless we set them.
 var settingPrefixes = []string{"REDIS_", "GRPC_", "PORT=", "HOST=", "DEBUG_", "RUNTIME_", "LIMIT_", "USE_",
 	"DISABLE_STATS=", "LOG_", "CACHE_KEY_PREFIX=", "BACKEND_TYPE=", "STOP_CACHE_KEY", "LOCAL_CACHE", "SHADOW_MODE=",
-	"EXPIRATION_JITTER", "MERGE_DOMAIN_CONFIG=", "NEAR_LIMIT_RATIO=", "STATSD_", "PROMETHEUS_", "TRACING_"}
+	"EXPIRATION_JITTER", "MERGE_DOMAIN_CONFIG=", "NEAR_LIMIT_RATIO=", "STATSD_", "PROMETHEUS_", "TRACING_",
+	"CONFIG_", "FORCE_START_", "XDS_", "STATS_"}
 
 func cleanEnv() []string {
 	var env []string
@@ -159,8 +180,13 @@ func startWithReferenceEnv(name, bin string, args []string, o Options) (*Server,
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
 		"LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(o.Headers),
 	)
+	if o.TLS != nil {
+		env = append(env, "GRPC_SERVER_USE_TLS=true",
+			"GRPC_SERVER_TLS_CERT="+o.TLS.File("tls.crt"), "GRPC_SERVER_TLS_KEY="+o.TLS.File("tls.key"))
+	}
 	env = append(env, o.Env...)
-	s, err := start(name, bin, args, env, ports[1], ports[0], o.Conns)
+	s, err := start(launch{name: name, bin: bin, args: args, env: env, grpcPort: ports[1], httpPort: ports[0],
+		conns: o.Conns, tls: o.TLS})
 	if err != nil {
 		return nil, err
 	}
@@ -182,10 +208,14 @@ func StartOurs(bin string, o Options) (*Server, error) {
 		args = append(args, "--redis", "redis://"+o.Redis)
 		name = "ours/redis"
 	}
+	if o.TLS != nil {
+		args = append(args, "--grpc-tls-cert", o.TLS.File("tls.crt"), "--grpc-tls-key", o.TLS.File("tls.key"))
+	}
 	args = append(args, o.Args...)
 	env := append(cleanEnv(), "LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(o.Headers))
 	env = append(env, o.Env...)
-	s, err := start(name, bin, args, env, ports[1], ports[0], o.Conns)
+	s, err := start(launch{name: name, bin: bin, args: args, env: env, grpcPort: ports[1], httpPort: ports[0],
+		conns: o.Conns, tls: o.TLS})
 	if err != nil {
 		return nil, err
 	}
@@ -194,46 +224,72 @@ func StartOurs(bin string, o Options) (*Server, error) {
 	return s, nil
 }
 
-func start(name, bin string, args, env []string, grpcPort, httpPort, conns int) (*Server, error) {
-	logf, err := os.CreateTemp("", "rlsbench-"+strings.ReplaceAll(name, "/", "-")+"-*.log")
+// launch is how start runs a server.
+type launch struct {
+	name, bin string
+	args, env []string
+	// The ports the server was told to listen on (metricsPort 0: none).
+	grpcPort, httpPort, metricsPort int
+	conns                           int
+	tls                             *Certs
+	// unconfigured: the server serves before its first configuration and
+	// answers calls with an error (gRPC Unknown) until then
+	// (FORCE_START_WITHOUT_INITIAL_CONFIG).
+	unconfigured bool
+}
+
+func start(l launch) (*Server, error) {
+	logf, err := os.CreateTemp("", "rlsbench-"+strings.ReplaceAll(l.name, "/", "-")+"-*.log")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
+	cmd := exec.Command(l.bin, l.args...)
+	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		os.Remove(logf.Name())
 		return nil, err
 	}
-	s := &Server{Name: name, GRPC: "127.0.0.1:" + strconv.Itoa(grpcPort), HTTP: "127.0.0.1:" + strconv.Itoa(httpPort),
+	s := &Server{Name: l.name, GRPC: "127.0.0.1:" + strconv.Itoa(l.grpcPort), HTTP: "127.0.0.1:" + strconv.Itoa(l.httpPort),
 		cmd: cmd, logf: logf, exited: make(chan struct{})}
+	if l.metricsPort != 0 {
+		s.Metrics = "127.0.0.1:" + strconv.Itoa(l.metricsPort)
+	}
 	go func() { _ = cmd.Wait(); close(s.exited) }()
-	if err := s.connect(max(1, conns)); err != nil {
+	creds := insecure.NewCredentials()
+	if l.tls != nil {
+		creds = credentials.NewTLS(l.tls.ClientTLS())
+	}
+	if err := s.connect(max(1, l.conns), creds, l.unconfigured); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("%s: %w\n%s", name, err, s.Log())
+		return nil, fmt.Errorf("%s: %w\n%s", l.name, err, s.Log())
 	}
 	return s, nil
 }
 
 // connect opens the client and waits, with one call that waits for the
 // connection (WaitForReady), until the server answers: both load their
-// configuration before they listen. It gives up when the process exits.
-func (s *Server) connect(conns int) error {
+// configuration files before they listen. A server that may be
+// unconfigured (serving at once, its configuration to come over xDS) is
+// asked a call without a domain, which it answers gRPC Unknown whether or
+// not it has a configuration yet, so that the probe counts in no rule's or
+// domain's series. It gives up when the process exits.
+func (s *Server) connect(conns int, creds credentials.TransportCredentials, unconfigured bool) error {
 	var cs []*grpc.ClientConn
 	for range conns {
-		c, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return err
 		}
 		cs = append(cs, c)
 	}
 	s.conns = cs
+	s.calls = new(atomic.Int64)
 	if len(cs) == 1 {
-		s.Client = pb.NewRateLimitServiceClient(cs[0])
+		s.Client = &counting{pb.NewRateLimitServiceClient(cs[0]), s.calls}
 	} else {
-		s.Client = &roundRobin{cs: cs}
+		s.Client = &counting{&roundRobin{cs: cs}, s.calls}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -244,10 +300,17 @@ func (s *Server) connect(conns int) error {
 		case <-ctx.Done():
 		}
 	}()
+	probe := &pb.RateLimitRequest{Domain: "rlsbench-probe",
+		Descriptors: []*rlsv3.RateLimitDescriptor{{Entries: []*rlsv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}}
+	if unconfigured {
+		probe.Domain = ""
+	}
 	for _, c := range cs {
-		_, err := pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "rlsbench-probe",
-			Descriptors: []*rlsv3.RateLimitDescriptor{{Entries: []*rlsv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}},
-			grpc.WaitForReady(true))
+		s.calls.Add(1)
+		_, err := pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, probe, grpc.WaitForReady(true))
+		if unconfigured && status.Code(err) == codes.Unknown {
+			continue
+		}
 		if err != nil {
 			select {
 			case <-s.exited:
@@ -352,6 +415,17 @@ type roundRobin struct {
 func (r *roundRobin) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest, opts ...grpc.CallOption) (*pb.RateLimitResponse, error) {
 	c := r.cs[r.n.Add(1)%uint64(len(r.cs))]
 	return pb.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, in, opts...)
+}
+
+// counting counts the calls it passes on.
+type counting struct {
+	c pb.RateLimitServiceClient
+	n *atomic.Int64
+}
+
+func (c *counting) ShouldRateLimit(ctx context.Context, in *pb.RateLimitRequest, opts ...grpc.CallOption) (*pb.RateLimitResponse, error) {
+	c.n.Add(1)
+	return c.c.ShouldRateLimit(ctx, in, opts...)
 }
 
 // JSON calls the reference's HTTP face: POST /json with the request in

@@ -12,7 +12,7 @@
 // warming-up limiter at 4 permits per second on a fake clock.
 //
 // This package only dispatches: each command is a package of its own under
-// internal/cli (trace, pipe, run, proxy, rls), with one line in the
+// internal/cli (trace, pipe, run, proxy, rls, rlqs), with one line in the
 // commands table below, and what several commands share is a package of its
 // own there too (internal/cli/command, serve, outage, metrics, redisflag,
 // sharedlimit). A command gets its arguments and the three standard streams
@@ -33,6 +33,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/pipe"
 	"github.com/smoothrate/ratelimit/internal/cli/proxy"
+	"github.com/smoothrate/ratelimit/internal/cli/rlqs"
 	"github.com/smoothrate/ratelimit/internal/cli/rls"
 	"github.com/smoothrate/ratelimit/internal/cli/run"
 	"github.com/smoothrate/ratelimit/internal/cli/trace"
@@ -53,6 +54,7 @@ var commands = map[string]subcommand{
 	"run":   {run.Summary, run.Run},
 	"proxy": {proxy.Summary, proxy.Run},
 	"rls":   {rls.Summary, rls.Run},
+	"rlqs":  {rlqs.Summary, rlqs.Run},
 }
 
 func main() {

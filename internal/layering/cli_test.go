@@ -10,7 +10,7 @@ import (
 )
 
 // The command line's arrows: cmd/ratelimit → a command (internal/cli/pipe,
-// run, trace, proxy, rls, …) → what several commands share (internal/cli/
+// run, trace, proxy, rls, rlqs, …) → what several commands share (internal/cli/
 // command, serve, outage, …) → the library. A command never imports
 // another, a shared package never imports a command, nothing of the
 // library imports the command line, and clitest (the binary the tests
@@ -24,7 +24,7 @@ const (
 // cliCommands are the packages of the commands, one each; every other
 // package under internal/cli must be in cliShared. A package in neither
 // fails the test: say which it is here.
-var cliCommands = []string{"pipe", "run", "trace", "proxy", "rls"}
+var cliCommands = []string{"pipe", "run", "trace", "proxy", "rls", "rlqs"}
 
 // cliShared are the packages several commands share.
 var cliShared = []string{"command", "clitest", "serve", "outage", "metrics", "metrics/metricstest", "redisflag", "sharedlimit"}

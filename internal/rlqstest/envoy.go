@@ -29,8 +29,10 @@
 //     anew. Assignments for buckets the client does not have are ignored.
 //   - A stream the server ends is dropped; the next report opens another.
 //
-// Time is the time package's, so tests run it in a testing/synctest
-// bubble.
+// Time is the time package's: tests run it in a testing/synctest bubble
+// with a server on the in-memory Network, or on the real clock against a
+// server in another process (the `ratelimit rlqs` binary) reached with
+// Dial. Drive sends an Envoy's requests at a steady rate.
 package rlqstest
 
 import (
@@ -101,8 +103,10 @@ type bucket struct {
 type Totals struct {
 	Allowed, Denied uint64
 	// Assignments counts the assignment actions received, Abandons the
-	// abandon actions, Expiries the assignments that expired.
-	Assignments, Abandons, Expiries int
+	// abandon actions, Expiries the assignments that expired, ZeroTTL
+	// the assignments received with a time to live of 0 (a server
+	// stopping), which expire at once.
+	Assignments, Abandons, Expiries, ZeroTTL int
 	// TokenBuckets counts the limiters made (a token bucket applied
 	// anew), Capacity sums their max_tokens: what they could admit at
 	// once, beyond their rates.
@@ -296,6 +300,9 @@ func (e *Envoy) apply(a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
 		b.limiter = nil
 	}
 	tot.Assignments++
+	if qa.GetAssignmentTimeToLive().GetSeconds() == 0 {
+		tot.ZeroTTL++
+	}
 	b.action, b.fallback = s, false
 	e.stopExpiry(b)
 	e.startExpiry(b, time.Duration(qa.GetAssignmentTimeToLive().GetSeconds())*time.Second, false)

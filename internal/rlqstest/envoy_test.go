@@ -1,6 +1,7 @@
 package rlqstest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -175,6 +176,25 @@ func TestAbandonAndTTLZero(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		if r := srv.taken(); len(r) != n+1 {
 			t.Fatalf("no new subscription: %v", r)
+		}
+	})
+}
+
+// TestDrive: Drive sends its rate, evenly, until its context ends; and a
+// TTL of 0 is counted as such.
+func TestDrive(t *testing.T) {
+	run(t, Config{}, func(t *testing.T, e *Envoy, srv *fake) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		n := e.Drive(ctx, id, 50)
+		tot := e.Totals(id)
+		if n < 100 || n > 101 || tot.Allowed+tot.Denied != uint64(n) {
+			t.Fatalf("Drive at 50/s for 2 s sent %d; totals %+v", n, tot)
+		}
+		srv.send <- assign(deny(), 0)
+		time.Sleep(time.Millisecond)
+		if tot := e.Totals(id); tot.ZeroTTL != 1 || tot.Expiries != 1 {
+			t.Fatalf("after a TTL of 0: %+v", tot)
 		}
 	})
 }

@@ -1,7 +1,9 @@
 // Package tlstest makes certificates for tests: a certificate authority
 // and certificates it signs, made afresh in memory by each test (ECDSA
 // P-256) and written as PEM files when a test needs files. No private key
-// is ever committed: every test makes its own.
+// is ever committed: every test makes its own. MakeCA and MakeLeaf return
+// errors instead of failing a test, for the benchmark programs
+// (bench/cmd/rlsbench's TLS mode).
 package tlstest
 
 import (
@@ -31,9 +33,21 @@ type CA struct {
 // NewCA makes a self-signed certificate authority named name.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
+	ca, err := MakeCA(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// MakeCA is NewCA outside a test.
+func MakeCA(name string) (*CA, error) {
+	key, sn, err := newKey()
+	if err != nil {
+		return nil, err
+	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
+		SerialNumber:          sn,
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
@@ -43,13 +57,13 @@ func NewCA(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &CA{Cert: cert, PEM: pemBlock("CERTIFICATE", der), key: key}
+	return &CA{Cert: cert, PEM: pemBlock("CERTIFICATE", der), key: key}, nil
 }
 
 // Pool is a pool holding only this CA.
@@ -78,9 +92,21 @@ type Leaf struct {
 // day. Its common name is the first name.
 func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
 	t.Helper()
-	key := newKey(t)
+	l, err := ca.MakeLeaf(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// MakeLeaf is Issue outside a test.
+func (ca *CA) MakeLeaf(names ...string) (*Leaf, error) {
+	key, sn, err := newKey()
+	if err != nil {
+		return nil, err
+	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
+		SerialNumber: sn,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -98,17 +124,17 @@ func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &Leaf{Cert: cert, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder)}
+	return &Leaf{Cert: cert, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder)}, nil
 }
 
 // TLS is the leaf as a tls.Certificate.
@@ -140,22 +166,14 @@ func write(t testing.TB, dir, name string, b []byte) string {
 	return p
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// newKey makes a certificate's key and serial number.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return k
-}
-
-func serial(t testing.TB) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	return key, sn, err
 }
 
 func pemBlock(typ string, der []byte) []byte {

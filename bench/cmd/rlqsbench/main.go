@@ -1,10 +1,14 @@
-// Command rlqsbench measures one RLQS server (package rlqs) under simulated
-// Envoys: -clients streams, each reporting its -buckets buckets in one
-// message every -interval, as Envoy's rate_limit_quota filter does. The
-// server runs in a process of its own (this program, re-run with -serve)
-// with GOMAXPROCS -server-procs (2: the issue's 2-core server), on
-// loopback gRPC; with -stores redis it shares its limits through a
-// redis-server that rlqsbench starts. It prints, as Markdown, per store:
+// Command rlqsbench measures one RLQS server under simulated Envoys:
+// -clients streams, each reporting its -buckets buckets in one message
+// every -interval, as Envoy's rate_limit_quota filter does. The server runs
+// in a process of its own with GOMAXPROCS -server-procs (2: the issue's
+// 2-core server), on loopback gRPC: by default (-server binary) the
+// `ratelimit rlqs` command as operators run it, built from the working tree
+// (as bench/rlsbench builds `ratelimit rls`), with its gRPC server, health
+// service, outage log and metrics collector; with -server library, this
+// program re-run with -serve around package rlqs alone (and
+// -server-cpuprofile for its profile). With -stores redis it shares its
+// limits through a redis-server that rlqsbench starts. It prints, as Markdown, per store:
 // bucket reports per second, the server's CPU time per report and its CPU
 // use in cores, Redis commands and redis-server CPU time per report, and
 // the latency from a report to the response that answers every bucket in
@@ -13,7 +17,8 @@
 // goal: one 2-core server keeps up with 1 000 clients with a p99 under
 // 50 ms.
 //
-//	cd bench && go run ./cmd/rlqsbench
+//	cd bench && go run ./cmd/rlqsbench                 # the command, alone and on Redis
+//	cd bench && go run ./cmd/rlqsbench -server library # package rlqs in a program of its own
 //
 // A quick check that it works (figures then mean nothing):
 //
@@ -26,6 +31,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -49,6 +55,7 @@ type config struct {
 	rate             float64 // each bucket's limit, requests per second
 	stores           []string
 	serverProcs      int
+	server           string // "binary" or "library"
 	profile          string
 }
 
@@ -62,7 +69,8 @@ func main() {
 	flag.Float64Var(&c.rate, "rate", 10000, "each bucket's limit, requests per second")
 	stores := flag.String("stores", "memory,redis", "the servers to measure: memory (alone), redis (a RedisStore)")
 	flag.IntVar(&c.serverProcs, "server-procs", 2, "GOMAXPROCS of the server's process")
-	profile := flag.String("server-cpuprofile", "", "write the server's CPU profile to this `file`")
+	flag.StringVar(&c.server, "server", "binary", "the server measured: binary (`ratelimit rlqs`, built from the working tree) or library (package rlqs served by this program)")
+	profile := flag.String("server-cpuprofile", "", "with -server library: write the server's CPU profile to this `file`")
 	serve := flag.String("serve", "", "(internal) run the server on this address")
 	redisAddr := flag.String("redis", "", "(internal) the server's Redis")
 	flag.Parse()
@@ -74,6 +82,14 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if c.server != "binary" && c.server != "library" {
+		fmt.Fprintf(os.Stderr, "rlqsbench: -server %q: want binary or library\n", c.server)
+		os.Exit(2)
+	}
+	if c.profile != "" && c.server != "library" {
+		fmt.Fprintln(os.Stderr, "rlqsbench: -server-cpuprofile needs -server library (the command has no profile flag)")
+		os.Exit(2)
 	}
 	if err := run(os.Stdout, c); err != nil {
 		fmt.Fprintln(os.Stderr, "rlqsbench:", err)
@@ -93,13 +109,14 @@ type result struct {
 }
 
 func run(w io.Writer, c config) error {
-	self, err := os.Executable()
+	srv, err := newServerRunner(c)
 	if err != nil {
 		return err
 	}
+	defer srv.cleanup()
 	var results []result
 	for _, store := range c.stores {
-		r, err := measure(self, store, c)
+		r, err := measure(srv, store, c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", store, err)
 		}
@@ -111,14 +128,10 @@ func run(w io.Writer, c config) error {
 
 // measure starts the server (and redis-server), runs the load, and
 // measures one store.
-func measure(self, store string, c config) (result, error) {
+func measure(sr *serverRunner, store string, c config) (result, error) {
 	r := result{store: store}
 	var redis *distbench.Server
-	args := []string{"-serve", "127.0.0.1:0", "-buckets", strconv.Itoa(c.buckets),
-		"-rate", strconv.FormatFloat(c.rate, 'g', -1, 64), "-interval", c.interval.String()}
-	if c.profile != "" {
-		args = append(args, "-server-cpuprofile", c.profile+"."+store)
-	}
+	redisAddr := ""
 	switch store {
 	case "memory":
 	case "redis":
@@ -127,11 +140,11 @@ func measure(self, store string, c config) (result, error) {
 			return r, err
 		}
 		defer redis.Stop()
-		args = append(args, "-redis", redis.Addr)
+		redisAddr = redis.Addr
 	default:
 		return r, fmt.Errorf("unknown store %q (want memory or redis)", store)
 	}
-	srv, addr, err := startServer(self, args, c.serverProcs)
+	srv, addr, err := sr.start(store, redisAddr)
 	if err != nil {
 		return r, err
 	}
@@ -188,10 +201,11 @@ func measure(self, store string, c config) (result, error) {
 	return r, nil
 }
 
-// startServer runs this program with -serve under GOMAXPROCS procs and
-// returns once it prints the address it serves on.
-func startServer(self string, args []string, procs int) (*exec.Cmd, string, error) {
-	cmd := exec.Command(self, args...)
+// startServer runs bin with args under GOMAXPROCS procs and returns once
+// its first line on standard output names the address it serves on (addr
+// finds it in the line).
+func startServer(bin string, args []string, procs int, addr func(line string) string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -201,18 +215,19 @@ func startServer(self string, args []string, procs int) (*exec.Cmd, string, erro
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
-	addr := make(chan string, 1)
+	first := make(chan string, 1)
 	go func() {
-		var line string
-		_, _ = fmt.Fscanln(out, &line)
-		addr <- line
-		_, _ = io.Copy(io.Discard, out)
+		r := bufio.NewReader(out)
+		line, _ := r.ReadString('\n')
+		first <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, r)
 	}()
 	select {
-	case a := <-addr:
+	case line := <-first:
+		a := addr(line)
 		if a == "" {
 			stopServer(cmd)
-			return nil, "", fmt.Errorf("the server did not start")
+			return nil, "", fmt.Errorf("the server did not start (its first line: %q)", line)
 		}
 		return cmd, a, nil
 	case <-time.After(30 * time.Second):
@@ -241,8 +256,12 @@ func waitForSignal() {
 }
 
 func write(w io.Writer, c config, results []result) {
-	fmt.Fprintf(w, "One RLQS server (GOMAXPROCS %d), %d Envoys × %d buckets reporting every %v, %v measured after %v:\n\n",
-		c.serverProcs, c.clients, c.buckets, c.interval, c.d, c.warm)
+	what := "`ratelimit rlqs`"
+	if c.server == "library" {
+		what = "package rlqs"
+	}
+	fmt.Fprintf(w, "One RLQS server (%s, GOMAXPROCS %d), %d Envoys × %d buckets reporting every %v, %v measured after %v:\n\n",
+		what, c.serverProcs, c.clients, c.buckets, c.interval, c.d, c.warm)
 	fmt.Fprintln(w, "| store | bucket reports/s | server CPU per report | server CPU (cores) | Redis commands per report | redis-server CPU per report | latency p50 | p99 | max | assignments changed/s |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {

@@ -44,3 +44,23 @@ func TestWrite(t *testing.T) {
 		t.Errorf("missing %q in\n%s", m, out)
 	}
 }
+
+// TestWriteTLS: with -tls the table says so.
+func TestWriteTLS(t *testing.T) {
+	c := config{d: time.Second, rounds: 1, callers: 32, conns: 4, keys: 10, limit: 100,
+		subjects: []string{"reference", "ours/redis"}, tls: true}
+	results := map[string][]round{
+		"reference":  {fakeRound(1000, 10*time.Millisecond, nil)},
+		"ours/redis": {fakeRound(1300, 9*time.Millisecond, nil)},
+	}
+	var b strings.Builder
+	write(&b, c, results, "redis-server 7", "0 0 0", "0 0 0")
+	out := b.String()
+	if m := report.Missing(out,
+		"32 callers over 4 gRPC connections over TLS (TLS on both sides)",
+		"| ours/redis | 1.30× | 0.90× | 0.90× | calls/s ≥ 1.25× and p99 ≤ 1×: met |",
+		"gRPC over TLS: one ECDSA P-256 certificate",
+	); len(m) > 0 {
+		t.Errorf("missing %q in\n%s", m, out)
+	}
+}

@@ -224,21 +224,22 @@ func (l *LockedBuffer) String() string {
 	return l.b.String()
 }
 
-// Started is a ratelimit process whose standard output the test reads as it
-// comes: a pipe it acts on while it copies.
-type Started struct {
+// Copying is a ratelimit process that copies its input to its standard
+// output, which the test keeps as it comes: a pipe it acts on while it
+// copies. (A serving command is a Proc.)
+type Copying struct {
 	Cmd            *exec.Cmd
 	Stdout, Stderr LockedBuffer
 	ended          chan error // cmd.Wait's result
 }
 
-// Start starts bin with args, stdin as given and more environment
+// StartCopying starts bin with args, stdin as given and more environment
 // variables, and returns once the first byte of its standard output came
 // (it fails the test if none comes within limit). The process is killed at
 // the end of the test if it is still running.
-func Start(t *testing.T, bin string, env []string, stdin []byte, limit time.Duration, args ...string) *Started {
+func StartCopying(t *testing.T, bin string, env []string, stdin []byte, limit time.Duration, args ...string) *Copying {
 	t.Helper()
-	s := &Started{Cmd: exec.Command(bin, args...), ended: make(chan error, 1)}
+	s := &Copying{Cmd: exec.Command(bin, args...), ended: make(chan error, 1)}
 	s.Cmd.Env = append(os.Environ(), env...)
 	s.Cmd.Stdin = bytes.NewReader(stdin)
 	s.Cmd.Stderr = &s.Stderr
@@ -277,7 +278,7 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 
 // Finish waits, at most limit, for the process to end, and returns its exit
 // status. One still running is killed and fails the test.
-func (s *Started) Finish(t *testing.T, limit time.Duration) (code int) {
+func (s *Copying) Finish(t *testing.T, limit time.Duration) (code int) {
 	t.Helper()
 	select {
 	case err := <-s.ended:

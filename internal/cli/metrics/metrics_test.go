@@ -108,3 +108,22 @@ b_y 9
 		t.Errorf("histogram series: %v", s)
 	}
 }
+
+// TestValue: a series by its key, a family summed, a family whose name
+// begins another's not mixed with it, and 0 for what the page lacks.
+func TestValue(t *testing.T) {
+	p, err := metricstest.Parse([]byte(`# TYPE a counter
+a{k="1",z="x"} 2
+a{k="2",z="x"} 3
+# TYPE a_b gauge
+a_b 7
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{`a{k="1",z="x"}`: 2, "a": 5, "a_b": 7, `a{k="9"}`: 0, "c": 0} {
+		if got := p.Value(name); got != want {
+			t.Errorf("Value(%s) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -47,7 +47,7 @@ func TestPipeRemoteRate(t *testing.T) {
 	bin := clitest.Binary(t)
 	env := clitest.RuntimeDir(t)
 	in := clitest.RandomInput(t, 256<<10)
-	p := clitest.Start(t, bin, env, in, 30*time.Second, "pipe", "2kB/s")
+	p := clitest.StartCopying(t, bin, env, in, 30*time.Second, "pipe", "2kB/s")
 	pid := p.Cmd.Process.Pid
 
 	out, stderr, code := remoteRate(t, bin, env, strconv.Itoa(pid), "1e-9")
@@ -117,7 +117,7 @@ func TestPipeRemoteRateOtherUser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(open, data, 0o755))
 
-	p := clitest.Start(t, bin, env, clitest.RandomInput(t, 64<<10), 30*time.Second, "pipe", "2kB/s")
+	p := clitest.StartCopying(t, bin, env, clitest.RandomInput(t, 64<<10), 30*time.Second, "pipe", "2kB/s")
 	cmd := exec.Command(open, "pipe", "-R", strconv.Itoa(p.Cmd.Process.Pid), "1GB/s")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}

@@ -290,6 +290,27 @@ func ClusterNodeAsServer(ctx context.Context, client redis.UniversalClient) erro
 	return nil
 }
 
+// CheckAtStart is the look a serving command whose store rides out
+// outages takes at its Redis before it serves: a Cluster node named as a
+// single server (ClusterNodeAsServer), then check, the store's own start
+// check (a script run once), within StartTimeout. A Redis set up wrong is
+// err, naming where (exit status 2); one that does not answer is down,
+// for a warning: the command serves and its store waits for Redis.
+func CheckAtStart(client redis.UniversalClient, where string, check func(context.Context) error) (down, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	if err := ClusterNodeAsServer(ctx, client); err != nil {
+		return nil, fmt.Errorf("redis at %s is set up wrong: %w", where, err)
+	}
+	if err := check(ctx); err != nil {
+		if Misconfigured(err) {
+			return nil, fmt.Errorf("redis at %s is set up wrong: %w", where, err)
+		}
+		return err, nil
+	}
+	return nil, nil
+}
+
 // Misconfigured reports whether Redis answered with an error no retry can
 // fix (set up wrong), as a library classified it (ErrMisconfigured, one
 // value for throttle, rls and distributed) or, for a client's own call such

@@ -2,6 +2,8 @@ package redisflag
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/internal/tlstest"
+	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // The URL forms reach go-redis as the right client with the right nodes.
@@ -130,5 +133,26 @@ func TestRedisTLSClientCert(t *testing.T) {
 	defer c.Close()
 	if o := c.Options(); o.TLSConfig == nil || o.TLSConfig.RootCAs == nil || o.TLSConfig.GetClientCertificate == nil {
 		t.Errorf("cluster TLS configuration %+v", o.TLSConfig)
+	}
+}
+
+// TestCheckAtStart: the store's check failing as an outage is down (a
+// warning), as Redis set up wrong an error naming where; passing, neither.
+func TestCheckAtStart(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1})
+	defer client.Close()
+	outage := fmt.Errorf("%w: dial tcp: connection refused", throttle.ErrUnavailable)
+	wrong := fmt.Errorf("%w: WRONGPASS", throttle.ErrMisconfigured)
+	for _, tc := range []struct {
+		check     error
+		down, err error
+	}{{nil, nil, nil}, {outage, outage, nil}, {wrong, nil, wrong}} {
+		down, err := CheckAtStart(client, "r:6379", func(context.Context) error { return tc.check })
+		if down != tc.down || !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
+			t.Errorf("check %v: down %v, err %v", tc.check, down, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "redis at r:6379 is set up wrong: ") {
+			t.Errorf("err %q does not say where Redis is and what is wrong", err)
+		}
 	}
 }

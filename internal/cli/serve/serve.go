@@ -1,8 +1,10 @@
-// Package serve is how the serving commands (proxy, rls) run their servers:
-// listen on every address first, so that a taken one stops the command
-// before it serves anything; serve until SIGINT or SIGTERM, or until a
-// server fails; then drain, letting the work in flight finish within
-// ShutdownTimeout.
+// Package serve is how the serving commands (proxy, rls, rlqs) run their
+// servers: listen on every address first, so that a taken one stops the
+// command before it serves anything; serve until SIGINT or SIGTERM, or
+// until a server fails; then drain, letting the work in flight finish
+// within ShutdownTimeout. Meanwhile they report their health (Health) and
+// look at their configuration files every interval and on SIGHUP
+// (Reload).
 package serve
 
 import (

@@ -26,7 +26,7 @@ func TestPipeRemoteRateShared(t *testing.T) {
 	env := clitest.RuntimeDir(t)
 	in := clitest.RandomInput(t, 256<<10)
 	args := []string{"pipe", "--redis", clitest.RedisURL(srv), "--name", "retuned"}
-	p := clitest.Start(t, bin, env, in, 30*time.Second, append(args, "2kB/s")...)
+	p := clitest.StartCopying(t, bin, env, in, 30*time.Second, append(args, "2kB/s")...)
 	pid := p.Cmd.Process.Pid
 
 	cmd := exec.Command(bin, "pipe", "-R", strconv.Itoa(pid), "1GB/s")

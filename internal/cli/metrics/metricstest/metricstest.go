@@ -96,6 +96,20 @@ func (p Page) Series(prefix string) map[string]float64 {
 	return out
 }
 
+// Value is what the page says of name: one series, written as Series
+// writes its keys (`family{a="x",b="y"}`, labels sorted), or a family,
+// whose series are summed; 0 when the page has none.
+func (p Page) Value(name string) float64 {
+	family, _, labelled := strings.Cut(name, "{")
+	var sum float64
+	for k, v := range p.Series(family) {
+		if k == name || !labelled && (k == family || strings.HasPrefix(k, family+"{")) {
+			sum += v
+		}
+	}
+	return sum
+}
+
 // Type is the type of family name ("counter", "gauge", "histogram",
 // "summary", "untyped"), or "" when the page has none.
 func (p Page) Type(name string) string {
