@@ -44,6 +44,7 @@ var packages = map[string]string{
 	"httplimit":   "github.com/smoothrate/ratelimit/httplimit",
 	"grpclimit":   "github.com/smoothrate/ratelimit/grpclimit",
 	"rls":         "github.com/smoothrate/ratelimit/rls",
+	"rlqs":        "github.com/smoothrate/ratelimit/rlqs",
 	"xds":         "github.com/smoothrate/ratelimit/rls/xds",
 	"redis":       "github.com/redis/go-redis/v9",
 	"miniredis":   "github.com/alicebob/miniredis/v2",
