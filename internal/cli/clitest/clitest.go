@@ -31,16 +31,34 @@ const mainPackage = "github.com/smoothrate/ratelimit/cmd/ratelimit"
 
 // Main is the TestMain of a package whose tests run the binary: it lets
 // the race-built binary exit at once and removes it after the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M) { main(m, false) }
+
+// MainWithRuntimeDir is Main for the packages whose tests run pipes, and
+// kill some: the pipes put their control sockets in a runtime directory
+// ($XDG_RUNTIME_DIR) of the tests' own, removed after the tests with the
+// sockets of the pipes that were killed, which could not remove their own.
+func MainWithRuntimeDir(m *testing.M) { main(m, true) }
+
+func main(m *testing.M, runtimeDir bool) {
 	if raceBuild {
 		// A race-built program sleeps a second at exit by default (for
 		// late reports from other goroutines); the binary's runs here
 		// are many and short. A GORACE of the caller's still wins.
 		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
 	}
+	runtime := ""
+	if runtimeDir {
+		if dir, err := os.MkdirTemp("", "ratelimit-runtime-"); err == nil { // private: 0700
+			runtime = dir
+			os.Setenv("XDG_RUNTIME_DIR", dir)
+		}
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
+	}
+	if runtime != "" {
+		os.RemoveAll(runtime)
 	}
 	os.Exit(code)
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
-func TestMain(m *testing.M) { clitest.Main(m) }
+func TestMain(m *testing.M) { clitest.MainWithRuntimeDir(m) }
 
 // The built binary copies its input byte for byte, whatever the chunk,
 // burst or warm-up, and it really limits: 2 MB at 40 MB/s from an empty

@@ -73,6 +73,27 @@ func privateDir(dir string) error {
 	return nil
 }
 
+// sweep removes the control sockets in dir that no process listens on any
+// more: those of pipes that were killed (SIGKILL) and could not remove
+// their own. A socket that refuses a connection has no listener; one in
+// use, or that answers otherwise, is left alone.
+func sweep(dir string) {
+	names, err := filepath.Glob(filepath.Join(dir, "ratelimit-pipe.*.sock"))
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		c, err := net.DialTimeout("unix", name, time.Second)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(name)
+		}
+	}
+}
+
 // control is a running pipe's control socket.
 type control struct {
 	ln net.Listener
@@ -115,6 +136,7 @@ func listenControl(pid int, retune retuneFunc) (*control, error) {
 			continue
 		}
 		_ = os.Remove(path)
+		sweep(dir)
 		ln, err := net.Listen("unix", path)
 		if err != nil {
 			errs = append(errs, err)

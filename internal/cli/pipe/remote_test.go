@@ -168,14 +168,28 @@ func TestControlDirs(t *testing.T) {
 	_, err = os.Lstat(sock)
 	assert.True(t, os.IsNotExist(err), "the socket outlives Close: %v", err)
 
-	// A stale socket of a process of the same ID is replaced.
-	stale, err := net.Listen("unix", sock)
+	// A stale socket of a process of the same ID is replaced, and those
+	// of other killed pipes are swept away; a live one stays.
+	staleSocket := func(pid int) string {
+		path := filepath.Join(filepath.Dir(sock), socketName(pid))
+		stale, err := net.Listen("unix", path)
+		require.NoError(t, err)
+		stale.(*net.UnixListener).SetUnlinkOnClose(false)
+		stale.Close()
+		return path
+	}
+	staleSocket(4242)
+	killed := staleSocket(4244)
+	live, err := listenControl(4245, retune)
 	require.NoError(t, err)
-	stale.(*net.UnixListener).SetUnlinkOnClose(false)
-	stale.Close()
+	defer live.Close()
 	c, err = listenControl(4242, retune)
 	require.NoError(t, err, "over a stale socket")
 	c.Close()
+	_, err = os.Lstat(killed)
+	assert.True(t, os.IsNotExist(err), "a killed pipe's socket was not swept: %v", err)
+	_, err = os.Lstat(filepath.Join(filepath.Dir(sock), socketName(4245)))
+	assert.NoError(t, err, "a live pipe's socket was swept")
 
 	require.NoError(t, os.Chmod(filepath.Dir(sock), 0o777))
 	_, err = listenControl(4242, retune)

@@ -24,7 +24,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
-func TestMain(m *testing.M) { clitest.Main(m) }
+func TestMain(m *testing.M) { clitest.MainWithRuntimeDir(m) }
 
 // These tests run the built binary against real redis-server processes
 // (internal/redistest): without redis-server they skip, except with CI=true,
