@@ -15,11 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,4 +360,38 @@ func DocQuote(t *testing.T, doc, prefix string, replacements ...string) string {
 		t.Fatalf("%s: %d lines start with %q, want 1: %q", doc, len(found), prefix, found)
 	}
 	return strings.NewReplacer(replacements...).Replace(found[0])
+}
+
+// HoldConns opens n connections as one client hogging a server would, 50
+// dials at a time: the i-th to addr(i), with first(i) written on it once
+// open (the start of a request; "" for nothing). A dial that fails (the
+// server's backlog full) holds nothing and is left out. The connections
+// stay open until the test ends.
+func HoldConns(t *testing.T, n int, addr func(i int) string, first func(i int) string) {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 50 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				c, err := net.DialTimeout("tcp", addr(i), 15*time.Second)
+				if err != nil {
+					continue
+				}
+				conns[i] = c
+				if s := first(i); s != "" {
+					_, _ = io.WriteString(c, s)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -16,6 +16,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/smoothrate/ratelimit/internal/units"
 )
 
 // Exit statuses shared by every command.
@@ -120,6 +122,46 @@ func (f Float) Set(s string) error {
 	}
 	*f.P = v
 	return nil
+}
+
+// Size is a flag.Value holding a byte count read as the command line reads
+// sizes (units.Size: "32KiB", "1MB", "4096"), refused outside [Min, Max].
+type Size struct {
+	P        *int64
+	Min, Max int64
+}
+
+func (s Size) String() string {
+	if s.P == nil { // the flag package's zero value, for its defaults
+		return "0"
+	}
+	return SizeText(*s.P)
+}
+
+func (s Size) Set(v string) error {
+	n, err := units.Size(v)
+	if err != nil {
+		return err
+	}
+	if n < s.Min || n > s.Max {
+		return fmt.Errorf("want between %s and %s", SizeText(s.Min), SizeText(s.Max))
+	}
+	*s.P = n
+	return nil
+}
+
+// SizeText writes n bytes in the largest binary unit that divides it
+// exactly ("32KiB", "256MiB", "1000"), as a flag's default is best read.
+func SizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // Plural is one or many, as n says.

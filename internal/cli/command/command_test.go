@@ -37,3 +37,40 @@ func TestParseInterspersed(t *testing.T) {
 		}
 	}
 }
+
+// TestSize: a size flag reads units.Size's sizes, refuses what is outside
+// its bounds with the bounds in its units, and prints its default as read.
+func TestSize(t *testing.T) {
+	n := int64(32 << 10)
+	v := Size{P: &n, Min: 1 << 10, Max: 1 << 30}
+	if v.String() != "32KiB" {
+		t.Errorf("default %q, want 32KiB", v.String())
+	}
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"64KiB", 64 << 10, ""},
+		{"1000", 1000 << 0, "want between 1KiB and 1GiB"},
+		{"1.5MiB", 3 << 19, ""},
+		{"2GiB", 0, "want between 1KiB and 1GiB"},
+		{"1x", 0, `"1x"`},
+		{"-1KiB", 0, "negative"},
+	} {
+		err := v.Set(tc.in)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.in, err)
+		case tc.err == "" && n != tc.want:
+			t.Errorf("%q: %d, want %d", tc.in, n, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want one with %q", tc.in, err, tc.err)
+		}
+	}
+	for n, want := range map[int64]string{0: "0", 1000: "1000", 1 << 20: "1MiB", 3 << 19: "1536KiB", 256 << 20: "256MiB"} {
+		if got := SizeText(n); got != want {
+			t.Errorf("SizeText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -66,31 +66,12 @@ func TestProxyRefusedClientHoldsNoFDs(t *testing.T) {
 		t.Fatalf("second request: %d, want 429", r.code)
 	}
 	const attack = 2500
-	conns := make([]net.Conn, attack)
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range 50 {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < attack; i = int(next.Add(1) - 1) {
-				c, err := net.DialTimeout("tcp", p.addr, lineTimeout)
-				if err != nil {
-					continue // the backlog is full: a refused connection holds nothing
-				}
-				conns[i] = c
-				if i%2 == 0 {
-					_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: proxy\r\n\r\n")
-				}
-			}
-		})
-	}
-	wg.Wait()
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
+	clitest.HoldConns(t, attack, func(int) string { return p.addr }, func(i int) string {
+		if i%2 == 0 {
+			return "GET / HTTP/1.1\r\nHost: proxy\r\n\r\n"
 		}
-	}()
+		return ""
+	})
 
 	// Another client, from another loopback address.
 	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{

@@ -19,6 +19,7 @@ import (
 	"github.com/smoothrate/ratelimit/httplimit"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/internal/netprefix"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
@@ -37,10 +38,9 @@ type proxyConfig struct {
 	redisWhere      string
 	failOpen        bool
 	maxKeys         int
-
-	idleTimeout, readTimeout, upstreamTimeout time.Duration
-	maxHeaderBytes                            int
-	maxConnsPerClient                         int
+	conns           serve.HTTPFlags // --idle-timeout, --read-timeout, --max-header-bytes, --max-conns-per-client
+	upstreamTimeout time.Duration
+	drain           time.Duration
 }
 
 // limitConfig is what a limit step decides with: the part of the
@@ -122,24 +122,18 @@ func (lc *limitConfig) String() string {
 // proxyFlags are all of proxy's flags.
 type proxyFlags struct {
 	limitFlags
-	listen, metrics, config, maxHeaderBytes   string
-	redis                                     redisflag.Flags
-	trusted                                   stringsFlag
-	failOpen                                  bool
-	maxKeys, maxConnsPerClient                int
-	idleTimeout, readTimeout, upstreamTimeout time.Duration
+	listen, metrics, config string
+	redis                   redisflag.Flags
+	trusted                 stringsFlag
+	failOpen                bool
+	maxKeys                 int
+	conns                   serve.HTTPFlags
+	upstreamTimeout, drain  time.Duration
 }
 
-// Defaults for the connection flags, nginx's where it has one: a proxy
-// that one hostile client can exhaust is not a limiter. docs/http.md says
-// why each.
-const (
-	defaultIdleTimeout       = 75 * time.Second // nginx's keepalive_timeout
-	defaultReadTimeout       = 60 * time.Second // nginx's client_body_timeout
-	defaultUpstreamTimeout   = 60 * time.Second // nginx's proxy_read_timeout
-	defaultMaxHeaderBytes    = "32KiB"          // nginx's large_client_header_buffers (4 x 8k)
-	defaultMaxConnsPerClient = 256
-)
+// defaultUpstreamTimeout is nginx's proxy_read_timeout (docs/http.md says
+// why; the client side's defaults are serve.HTTPFlags').
+const defaultUpstreamTimeout = 60 * time.Second
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "serve on this `address` (host:port; port 0 picks a free one, printed at start)")
@@ -150,11 +144,9 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus counters on this `address` at /metrics")
 	fs.IntVar(&f.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: remember at most this many clients (the least recently seen are forgotten)")
 	fs.BoolVar(&f.failOpen, "fail-open", false, "let requests through when the store (Redis) cannot be reached, instead of answering 503 (never when it is set up wrong)")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", defaultIdleTimeout, "close a keep-alive connection idle this `long`")
-	fs.DurationVar(&f.readTimeout, "read-timeout", defaultReadTimeout, "cut off a client that sends nothing of its request body for this `long`")
+	f.conns.Register(fs, "--trusted-proxy addresses are exempt")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "answer 504 when the backend has not answered within this `long`")
-	fs.StringVar(&f.maxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "answer 431 to a request whose headers are larger than this `size`")
-	fs.IntVar(&f.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address (IPv6: /64); --trusted-proxy addresses are exempt; 0: no cap")
+	serve.RegisterDrain(fs, &f.drain, 0, false)
 }
 
 // stringsFlag collects a repeated flag.
@@ -166,8 +158,7 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyConfig, error) {
 	set := command.Given(fs)
 	c := &proxyConfig{listen: f.listen, metrics: f.metrics, trusted: f.trusted, redisURL: f.redis.URL, failOpen: f.failOpen,
-		configFile: f.config, idleTimeout: f.idleTimeout, readTimeout: f.readTimeout, upstreamTimeout: f.upstreamTimeout,
-		maxConnsPerClient: f.maxConnsPerClient}
+		configFile: f.config, conns: f.conns, upstreamTimeout: f.upstreamTimeout, drain: f.drain}
 	switch len(words) {
 	case 0:
 		return nil, errors.New("missing TARGET_URL (the service to forward to, e.g. http://127.0.0.1:3000)")
@@ -210,24 +201,14 @@ func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyCon
 		}
 		c.trustedPrefixes = append(c.trustedPrefixes, p)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"idle-timeout", f.idleTimeout}, {"read-timeout", f.readTimeout}, {"upstream-timeout", f.upstreamTimeout}} {
-		if d.v <= 0 {
-			return nil, fmt.Errorf("--%s %v: want a positive duration", d.name, d.v)
-		}
+	if err := f.conns.Check(); err != nil {
+		return nil, err
 	}
-	n, err := units.Size(f.maxHeaderBytes)
-	if err != nil {
-		return nil, fmt.Errorf("--max-header-bytes %v", err)
+	if f.upstreamTimeout <= 0 {
+		return nil, fmt.Errorf("--upstream-timeout %v: want a positive duration", f.upstreamTimeout)
 	}
-	if n < 1024 || n > 1<<30 {
-		return nil, fmt.Errorf("--max-header-bytes %q: want between 1KiB and 1GiB", f.maxHeaderBytes)
-	}
-	c.maxHeaderBytes = int(n)
-	if f.maxConnsPerClient < 0 {
-		return nil, fmt.Errorf("--max-conns-per-client %d: want 0 (no cap) or more", f.maxConnsPerClient)
+	if err := serve.CheckDrain(f.drain); err != nil {
+		return nil, err
 	}
 	if f.redis.URL != "" {
 		if c.newRedis, c.redisWhere, err = f.redis.Client(os.Getenv); err != nil {

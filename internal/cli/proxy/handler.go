@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/smoothrate/ratelimit/httplimit"
 	"github.com/smoothrate/ratelimit/internal/cli/outage"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -111,7 +111,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.closeOnRefusal = true
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &timedBody{body: r.Body, rc: http.NewResponseController(w), timeout: p.cfg.readTimeout, st: st}
+		r.Body = &timedBody{TimedBody: serve.TimedBody{Body: r.Body, RC: http.NewResponseController(w), Timeout: p.cfg.conns.ReadTimeout}, st: st}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st))
 	p.step.Load().h.ServeHTTP(w, r)
@@ -225,35 +225,20 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":%q}`+"\n", http.StatusText(status), status, detail)
 }
 
-// timedBody reads a request body with a deadline on each read (nginx's
-// client_body_timeout): a client that stops sending is cut off after the
-// read timeout, however long its body, while one that keeps sending is
-// never cut off.
+// timedBody is serve.TimedBody noting in the request's state that the
+// client stalled, so that the answer is 408 rather than the backend's 502.
 type timedBody struct {
-	body    io.ReadCloser
-	rc      *http.ResponseController
-	timeout time.Duration
-	st      *requestState
+	serve.TimedBody
+	st *requestState
 }
 
 func (b *timedBody) Read(buf []byte) (int, error) {
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
-	n, err := b.body.Read(buf)
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			b.st.bodyTimedOut.Store(true)
-		} else {
-			// The body is read: the server's own watch of the
-			// connection must not see a deadline that no longer
-			// applies (it would cancel the request).
-			_ = b.rc.SetReadDeadline(time.Time{})
-		}
+	n, err := b.TimedBody.Read(buf)
+	if err != nil && serve.BodyTimedOut(err) {
+		b.st.bodyTimedOut.Store(true)
 	}
 	return n, err
 }
-
-func (b *timedBody) Close() error { return b.body.Close() }
 
 // rewrite sets what the backend gets: the target's URL with the cleaned
 // path, and forwarding headers that say what the proxy knows, not what the

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -81,7 +80,9 @@ come from FILE, written as on the command line ("#" starts a comment), and
 SIGHUP reads it again without dropping a request; a file with an error
 leaves the limits as they were, and the log says why. SIGINT or SIGTERM stop
 accepting connections and let requests in flight finish (at most 30 s)
-before exiting.
+before exiting; with --drain D, SIGTERM first keeps serving for D, closing
+each connection after its answer, so that a load balancer moves clients
+elsewhere before the port closes (a second signal ends the wait).
 
 Examples:
   ratelimit proxy --listen :8080 --limit 100/min http://127.0.0.1:3000
@@ -176,18 +177,11 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			return command.ExitFail
 		}
 	}
-	if c.maxConnsPerClient > 0 {
-		cl := &capLog{max: c.maxConnsPerClient, log: errLog, now: time.Now}
-		ln = newConnCap(ln, c.maxConnsPerClient, c.trustedAddr, &p.metrics.connsRefused, cl.refused)
+	if cc := c.conns.Cap(c.trustedAddr, &p.metrics.connsRefused, errLog); cc != nil {
+		ln = cc.Wrap(ln)
 	}
-	servers := &serve.Group{Prefix: "ratelimit proxy", Stderr: stderr, Work: "requests"}
-	servers.HTTP(&http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: min(serve.ReadHeaderTimeout, c.readTimeout),
-		IdleTimeout:       c.idleTimeout,
-		MaxHeaderBytes:    c.maxHeaderBytes,
-		ErrorLog:          errLog,
-	}, ln)
+	servers := &serve.Group{Prefix: "ratelimit proxy", Stderr: stderr, Work: "requests", Drain: c.drain}
+	servers.HTTP(c.conns.Apply(&http.Server{Handler: p, ErrorLog: errLog}), ln)
 	metricsNote := ""
 	if metricsLn != nil {
 		reg, err := metrics.NewRegistry(&p.metrics)
@@ -196,7 +190,7 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			return command.ExitFail
 		}
 		ms := metrics.Server(reg, "", errLog)
-		ms.IdleTimeout = c.idleTimeout
+		ms.IdleTimeout = c.conns.IdleTimeout
 		servers.HTTP(ms, metricsLn)
 		metricsNote = metrics.Banner(metricsLn, "")
 	}

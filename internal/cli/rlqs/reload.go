@@ -2,17 +2,13 @@ package rlqs
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/smoothrate/ratelimit/internal/cli/command"
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/rlqs"
 )
 
@@ -45,49 +41,8 @@ func readConfig(path string) configFile {
 }
 
 func readRegular(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, notRegular(st.Mode())
-	}
-	// O_NONBLOCK: a file swapped for a pipe after the Stat does not hold
-	// the open.
-	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	if st, err := fh.Stat(); err != nil {
-		return nil, err
-	} else if !st.Mode().IsRegular() {
-		return nil, notRegular(st.Mode())
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, maxConfigBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxConfigBytes {
-		return nil, fmt.Errorf("larger than %d MiB", maxConfigBytes>>20)
-	}
-	return b, nil
-}
-
-// notRegular says what a file that is not a regular file is.
-func notRegular(m fs.FileMode) error {
-	what := "not a regular file"
-	switch {
-	case m.IsDir():
-		what = "a directory, not a file"
-	case m&fs.ModeNamedPipe != 0:
-		what = "a named pipe, not a regular file"
-	case m&fs.ModeSocket != 0:
-		what = "a socket, not a regular file"
-	case m&fs.ModeDevice != 0:
-		what = "a device, not a regular file"
-	}
-	return errors.New(what)
+	b, _, err := serve.ReadRegular(path, maxConfigBytes)
+	return b, err
 }
 
 // parse turns what a read found into a configuration; errors name the

@@ -122,8 +122,11 @@ func TestRLSRedisCluster(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
 	url := "redis+cluster://" + strings.Join(c.Addrs(), ",")
-	a := startRLS(t, nil, "--config", cfg, "--redis", url)
-	b := startRLS(t, nil, "--config", cfg, "--redis", url)
+	// Not a test of the store timeout: a first call to a new cluster
+	// opens connections to its nodes, longer than the default 50 ms on a
+	// loaded machine.
+	a := startRLS(t, nil, "--config", cfg, "--redis", url, "--store-timeout", "5s")
+	b := startRLS(t, nil, "--config", cfg, "--redis", url, "--store-timeout", "5s")
 	req := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "one"}}},
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "two"}}},

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v2"
 
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -136,4 +138,17 @@ func jsonable(v any) any {
 		}
 	}
 	return v
+}
+
+// TestRLSDocsFlags: every flag of ratelimit rls is in docs/rls.md, as
+// `--name` (the flag table, or the section its table points to).
+func TestRLSDocsFlags(t *testing.T) {
+	md, err := os.ReadFile("../../../docs/rls.md")
+	require.NoError(t, err)
+	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
+	var rf redisflag.Flags
+	(&rlsConfig{}).register(fs, &rf)
+	fs.VisitAll(func(f *flag.Flag) {
+		assert.Contains(t, string(md), "`--"+f.Name, "--%s is not in docs/rls.md", f.Name)
+	})
 }

@@ -63,6 +63,9 @@ type serviceMetrics struct {
 	svc      *rls.Service
 	mapper   *mapper.MetricMapper
 	inFlight atomic.Int64
+	// connsRefused counts the connections closed over
+	// --max-conns-per-client.
+	connsRefused atomic.Int64
 
 	requests sync.Map // gRPC method name → *atomic.Uint64
 	timers   sync.Map // gRPC method name → prometheus.Observer
@@ -256,6 +259,8 @@ func (m *serviceMetrics) Collect(ch chan<- prometheus.Metric) {
 		"Calls answered INTERNAL because the store is set up wrong (among the redis_error ones).", float64(c.StoreMisconfigured))
 	fs.add(m.lookup(serviceScope+"calls_in_flight", mapper.MetricTypeGauge), prometheus.GaugeValue,
 		"ShouldRateLimit calls (gRPC and /json) being answered.", float64(m.inFlight.Load()))
+	fs.add(m.lookup(serviceScope+"connections_refused", mapper.MetricTypeCounter), prometheus.CounterValue,
+		"Connections closed as soon as accepted: their client held --max-conns-per-client already.", float64(m.connsRefused.Load()))
 
 	for _, name := range fs.order {
 		f := fs.byName[name]

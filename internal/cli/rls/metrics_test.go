@@ -137,6 +137,7 @@ func TestRLSMetricsAsReference(t *testing.T) {
 		"ratelimit_service_config_load_success":                                                 1,
 		"ratelimit_service_calls_in_flight":                                                     0,
 		"ratelimit_service_store_misconfigured":                                                 0,
+		"ratelimit_service_connections_refused":                                                 0,
 	} {
 		got, ok := service[series]
 		assert.True(t, ok && got == v, "%s = %v (present %v), want %v", series, got, ok, v)
@@ -148,6 +149,7 @@ func TestRLSMetricsAsReference(t *testing.T) {
 		"ratelimit_service_config_load_success":     "counter",
 		"ratelimit_service_calls_in_flight":         "gauge",
 		"ratelimit_service_store_misconfigured":     "counter",
+		"ratelimit_service_connections_refused":     "counter",
 		"go_goroutines":                             "gauge",
 		"go_memstats_alloc_bytes":                   "gauge",
 		"go_gc_duration_seconds":                    "summary",

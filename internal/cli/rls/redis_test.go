@@ -33,7 +33,8 @@ func TestRLSRedisKilled(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "200ms")
+	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "1s")
+	p.warm("k=warm")
 	ctx := t.Context()
 	resp, err := p.call(ctx, "test", "k=x")
 	require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestRLSRedisMisconfigured(t *testing.T) {
 	// The right password, from a file rather than the URL, starts.
 	pw := filepath.Join(t.TempDir(), "redis-password")
 	writeFile(t, pw, "secret\n")
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--redis-password-file", pw)
+	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--redis-password-file", pw, "--store-timeout", "5s")
 	resp, err := p.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
@@ -117,6 +118,7 @@ func TestRLSEnvironment(t *testing.T) {
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0"}
 	// No flag at all: startRLS's would win over the variables.
 	q := startBare(t, env)
+	q.warm("k=warm") // the connection and the script, before the 50 ms store timeout counts
 	resp, err := q.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
 	assert.Equal(t, uint32(2), resp.Statuses[0].LimitRemaining)
@@ -138,13 +140,13 @@ func startBare(t *testing.T, env []string) *rlsProc {
 }
 
 // TestRLSGracefulStop: calls in flight when SIGTERM arrives (held by a
-// paused Redis) are answered, not cut, and the process then exits 0; the
-// health check reports failure meanwhile.
+// paused Redis) are answered, not cut, after the drain window, and the
+// process then exits 0; the health check reports failure meanwhile.
 func TestRLSGracefulStop(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
-	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "30s")
+	p := startRLS(t, nil, "--config", cfg, "--redis", "redis://"+srv.Addr()+"/0", "--store-timeout", "30s", "--drain", "1s")
 	ctx := t.Context()
 	_, err := p.call(ctx, "test", "k=x") // connects the pool
 	require.NoError(t, err)
@@ -194,7 +196,7 @@ func refusalCache(t *testing.T, env, args []string) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
-	p := startRLS(t, env, append([]string{"--config", cfg, "--redis", "redis://" + srv.Addr() + "/0"}, args...)...)
+	p := startRLS(t, env, append([]string{"--config", cfg, "--redis", "redis://" + srv.Addr() + "/0", "--store-timeout", "5s"}, args...)...)
 	ctx := t.Context()
 	for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 		resp, err := p.call(ctx, "test", "k=x")

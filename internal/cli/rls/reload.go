@@ -2,17 +2,10 @@ package rls
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
-	"io/fs"
 	"log"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -21,63 +14,108 @@ import (
 // sees every way a file can change (written in place, replaced by a
 // rename, a Kubernetes ConfigMap swapping its ..data link, an NFS mount)
 // without a dependency on inotify or a watch that a swapped directory
-// silently outlives. A configuration that does not load keeps the
-// previous one: the error is logged once and counted (config_load_error).
+// silently outlives.
+//
+// A change is loaded only once it has read the same at two looks in a
+// row (one --reload-interval apart), or at once when every file was last
+// modified before the previous look began (mtimeSlack before, for coarse
+// timestamps): a file being written (by
+// an editor, a copy, a configuration tool) may be cut at a line boundary
+// and parse, and the rules it has not got yet would answer OK without a
+// limit. SIGHUP is the operator saying the files are complete: it loads
+// what they hold at once. Each look reads only regular files, bounded in
+// size and time (readConfigFiles), and never blocks the shutdown. A
+// configuration that does not load keeps the previous one: the error is
+// logged once and counted (config_load_error).
 type configWatcher struct {
-	c    *rlsConfig
-	svc  *rls.Service
-	log  *log.Logger
-	mu   sync.Mutex // one reload at a time
-	last [sha256.Size]byte
-	// loaded, if not nil, is told of each configuration put in use.
-	loaded func(*rls.Config)
+	c        *rlsConfig
+	svc      *rls.Service
+	log      *log.Logger
+	interval time.Duration
+	now      func() time.Time
+	stop     chan struct{}
+	// read reads the configuration (readConfigFiles), within readTimeout.
+	read        func(path string) configSnapshot
+	readTimeout time.Duration
+
+	// loaded is the digest of the snapshot last loaded or refused;
+	// pending that of a change seen once, waiting to be seen again.
+	loaded, pending [sha256.Size]byte
+	havePending     bool
+	// lastLook is when the last read that ended began.
+	lastLook time.Time
+	// reading is a read that outlived configReadTimeout, still running.
+	reading    <-chan configSnapshot
+	stuckSince time.Time
+	// onLoad, if not nil, is told of each configuration put in use.
+	onLoad func(*rls.Config)
 }
 
-func newConfigWatcher(c *rlsConfig, svc *rls.Service, loaded [sha256.Size]byte, l *log.Logger) *configWatcher {
-	return &configWatcher{c: c, svc: svc, log: l, last: loaded}
+// mtimeSlack is how much earlier than the write itself a file's
+// modification time may read: filesystems keep it in coarse steps (a
+// kernel tick, up to 1 s on some NFS and macOS filesystems, 2 s on FAT).
+const mtimeSlack = 2 * time.Second
+
+func newConfigWatcher(c *rlsConfig, svc *rls.Service, loaded configSnapshot, l *log.Logger) *configWatcher {
+	return &configWatcher{c: c, svc: svc, log: l, interval: c.reloadInterval, now: time.Now, stop: make(chan struct{}),
+		read: readConfigFiles, readTimeout: configReadTimeout, loaded: loaded.sum, lastLook: loaded.readAt}
 }
 
-// start polls every interval and reloads on SIGHUP until the returned
-// function is called.
-func (w *configWatcher) start(interval time.Duration) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				w.reload(false)
-			case <-hup:
-				w.reload(true)
-			case <-done:
-				return
-			}
-		}
-	})
+// start looks every interval and reloads on SIGHUP (serve.Reload) until
+// the returned function is called; that function returns at once, even
+// while a look waits on a read stuck on a filesystem that does not answer.
+func (w *configWatcher) start() (stop func()) {
+	stopReload := serve.Reload(w.interval, w.look)
 	return func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
+		close(w.stop) // ends a look waiting on a read
+		stopReload()
 	}
 }
 
-// reload loads the configuration when its files changed since the last
-// attempt, or always when forced (SIGHUP).
-func (w *configWatcher) reload(force bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	fp := configFingerprint(w.c.configPath)
-	if !force && fp == w.last {
+// look reads the configuration and loads it when the rules of
+// configWatcher say so; forced (SIGHUP), whatever it holds.
+func (w *configWatcher) look(force bool) {
+	stuck := w.reading != nil
+	s, ok, running := readBounded(w.read, w.c.configPath, w.readTimeout, w.reading, w.stop)
+	w.reading = running
+	if !ok {
+		if !stuck {
+			w.stuckSince = w.now()
+			w.log.Printf("reading the configuration under %s takes more than %v (a filesystem that does not answer?); keeping the current one until a read ends", w.c.configPath, w.readTimeout)
+		}
 		return
 	}
+	if stuck {
+		w.log.Printf("reading the configuration under %s ended after %v", w.c.configPath, w.now().Sub(w.stuckSince).Round(time.Millisecond))
+	}
+	prevLook := w.lastLook
+	w.lastLook = s.readAt
+	switch {
+	case force:
+	case s.sum == w.loaded:
+		w.havePending = false
+		return
+	case w.havePending && s.sum == w.pending:
+	case s.err == nil && len(s.files) > 0 && s.newest.Before(prevLook.Add(-mtimeSlack)):
+		// Every file was last written before the previous look began:
+		// renamed into place, or copied with its times kept.
+	default:
+		if !w.havePending {
+			w.log.Printf("the configuration under %s changed; loading it once it reads the same at the next look (in %v)", w.c.configPath, w.interval)
+		}
+		w.pending, w.havePending = s.sum, true
+		return
+	}
+	w.load(s)
+}
+
+// load puts the configuration s holds in force, or keeps the previous one
+// and says why.
+func (w *configWatcher) load(s configSnapshot) {
 	// Remembered even when the load fails: a bad file is reported once,
-	// not at every poll, and the next change is tried again.
-	w.last = fp
-	cfg, err := w.c.load()
+	// not at every look, and the next change is tried again.
+	w.loaded, w.havePending = s.sum, false
+	cfg, err := w.c.parse(s)
 	if err == nil {
 		err = w.svc.SetConfig(cfg) // counts the success
 	}
@@ -86,63 +124,8 @@ func (w *configWatcher) reload(force bool) {
 		w.log.Printf("the configuration does not load, keeping the previous one: %v", err)
 		return
 	}
-	if w.loaded != nil {
-		w.loaded(cfg)
+	if w.onLoad != nil {
+		w.onLoad(cfg)
 	}
 	w.log.Printf("configuration reloaded: %s", describeConfig(cfg))
-}
-
-// configFingerprint hashes the names and contents of the files
-// rls.LoadConfig reads under path (every regular file, recursively, but
-// names starting with '.'), and any error met on the way, so that a file
-// that appears, disappears or changes in any way changes the fingerprint.
-func configFingerprint(path string) [sha256.Size]byte {
-	h := sha256.New()
-	add := func(s string) {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	file := func(p string) {
-		b, err := os.ReadFile(p)
-		add(p)
-		if err != nil {
-			add("error: " + err.Error())
-			return
-		}
-		add(string(b))
-	}
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		add("error: " + err.Error())
-	case !st.IsDir():
-		file(path)
-	default:
-		_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				add(p)
-				add("error: " + err.Error())
-				return nil
-			}
-			if p != path && strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				return nil
-			}
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				return nil
-			}
-			file(p)
-			return nil
-		})
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
 }

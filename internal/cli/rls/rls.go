@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -73,10 +74,27 @@ URL for a single server or the reverse) stops the command at start with
 exit status 2; one that does not answer yet is a warning.
 
 The configuration files are read again when a file under PATH changes
-(polled every --reload-interval) and on SIGHUP; a configuration that does
-not load keeps the previous one, says why on standard error and is counted
-(config_load_error). --check loads them once and exits: 0 when they are
-valid, else 2 with one line naming the file and the problem.
+(looked at every --reload-interval) and on SIGHUP. A change is loaded once
+it reads the same at two looks in a row, or at once when its files were
+last modified before the previous look, so that a file still being
+written is never served half; SIGHUP loads what the files hold at once.
+Only regular files are read (a named pipe, a device or a socket is
+refused), each at most 16 MiB and 64 MiB in all, within 10 s. A
+configuration that does not load keeps the previous one, says why on
+standard error and is counted (config_load_error). --check loads them once
+and exits: 0 when they are valid, else 2 with one line naming the file and
+the problem.
+
+What one caller can cost is bounded (docs/rls.md, "Bounds"): a call with
+more than --max-descriptors descriptors is answered INVALID_ARGUMENT at
+once; a descriptor longer than --max-descriptor-bytes is counted under a
+digest of it; the memory store keeps at most --max-keys counters and
+--max-bytes; the metric series named by requests stop at --metric-series
+and --metric-label-bytes (past them they are counted under "(other)").
+A client holds at most --max-conns-per-client connections to the service
+(gRPC, HTTP and metrics together); an idle HTTP connection is closed after
+--idle-timeout, and a /json body that stalls for --read-timeout is cut off
+(408).
 
 Where a flag is not given, the reference's environment variables are read,
 so that a deployment of envoyproxy/ratelimit keeps its manifests:
@@ -122,9 +140,11 @@ statsd_exporter mapping names them (ratelimit_service_rate_limit_total_hits
 {domain,key1,key2}, _over_limit, _near_limit, ...) or as the mapping file
 of --metrics-mapping says, with Go's runtime and process collectors.
 
-SIGINT or SIGTERM make /healthcheck and the gRPC health service report
-failure, stop accepting calls and let calls in flight finish (at most
-30 s) before exiting.
+SIGTERM makes /healthcheck answer 500 and the gRPC health service report
+NOT_SERVING, keeps serving for --drain (6 s) so that load balancers and
+Kubernetes see it and move callers away, then stops accepting calls and
+lets the calls in flight finish (at most 30 s) before exiting; a second
+signal ends the drain window at once. SIGINT (Ctrl-C) skips the window.
 
 Examples:
   ratelimit rls --config /etc/ratelimit/config
@@ -176,6 +196,16 @@ type rlsConfig struct {
 	grpc             grpcSettings  // TLS and connection ages
 	redisTLS         redisflag.TLS // the --redis-tls-* flags
 	redisCert        *tlsfiles.KeyPair
+
+	// Bounds on what one caller can cost (docs/rls.md, "Bounds").
+	maxDescriptors     int
+	maxDescriptorBytes int64
+	maxBytes           int64 // memory store
+	metricSeries       int
+	metricLabelBytes   int64
+
+	conns serve.HTTPFlags // what one client may hold of the servers
+	drain time.Duration
 }
 
 // Defaults of the reference (src/settings/settings.go).
@@ -194,25 +224,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &rlsConfig{}
-	fs.StringVar(&c.configPath, "config", "", "the configuration: a YAML `PATH` or a directory of them")
-	fs.StringVar(&c.grpcAddr, "grpc", ":8081", "serve ShouldRateLimit (gRPC) on this `address`: host:port, or unix:PATH for a Unix socket")
-	fs.StringVar(&c.httpAddr, "http", ":8080", "serve POST /json and GET /healthcheck on this `address`")
 	var rf redisflag.Flags
-	rf.Register(fs, "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
-	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics (or PROMETHEUS_PATH)")
-	fs.StringVar(&c.metricsMapper, "metrics-mapping", "", "name the metrics with this statsd_exporter mapping `file` instead of the reference's default mapping")
-	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
-	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
-	fs.BoolVar(&c.responseHeaders, "response-headers", false, "add the reference's RateLimit-Limit, -Remaining and -Reset to response_headers_to_add")
-	fs.BoolVar(&c.ietfHeaders, "ietf-headers", false, "add the IETF RateLimit-Policy and RateLimit fields (and Retry-After when over the limit) to response_headers_to_add")
-	fs.BoolVar(&c.countOnlyAdmitted, "count-only-admitted", false, "the reference's fixed windows count only the hits they admit (the reference counts refused hits too)")
-	fs.IntVar(&c.refusalCache, "refusal-cache", 0, "remember up to this many over-limit counters in this process until their window ends, answering them without asking the store (0: off)")
-	fs.BoolVar(&c.mergeDomains, "merge-domains", false, "let several files configure one domain (the reference's MERGE_DOMAIN_CONFIG)")
-	fs.IntVar(&c.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: the most keys the additions' algorithms keep (the least recently used are forgotten first); the reference's windows are dropped when they end")
-	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
-	registerXDSFlags(fs, &c.xds)
-	registerGRPCFlags(fs, &c.grpc)
-	c.redisTLS.Register(fs)
+	c.register(fs, &rf)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rlsUsage)
 		fs.PrintDefaults()
@@ -237,6 +250,36 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := serve.SignalContext()
 	defer stop()
 	return c.serve(ctx, stdout, stderr)
+}
+
+// register defines rls's flags on fs, into c and rf, with their defaults.
+func (c *rlsConfig) register(fs *flag.FlagSet, rf *redisflag.Flags) {
+	fs.StringVar(&c.configPath, "config", "", "the configuration: a YAML `PATH` or a directory of them")
+	fs.StringVar(&c.grpcAddr, "grpc", ":8081", "serve ShouldRateLimit (gRPC) on this `address`: host:port, or unix:PATH for a Unix socket")
+	fs.StringVar(&c.httpAddr, "http", ":8080", "serve POST /json and GET /healthcheck on this `address`")
+	rf.Register(fs, "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
+	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics (or PROMETHEUS_PATH)")
+	fs.StringVar(&c.metricsMapper, "metrics-mapping", "", "name the metrics with this statsd_exporter mapping `file` instead of the reference's default mapping")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
+	fs.BoolVar(&c.responseHeaders, "response-headers", false, "add the reference's RateLimit-Limit, -Remaining and -Reset to response_headers_to_add")
+	fs.BoolVar(&c.ietfHeaders, "ietf-headers", false, "add the IETF RateLimit-Policy and RateLimit fields (and Retry-After when over the limit) to response_headers_to_add")
+	fs.BoolVar(&c.countOnlyAdmitted, "count-only-admitted", false, "the reference's fixed windows count only the hits they admit (the reference counts refused hits too)")
+	fs.IntVar(&c.refusalCache, "refusal-cache", 0, "remember up to this many over-limit counters in this process until their window ends, answering them without asking the store (0: off)")
+	fs.BoolVar(&c.mergeDomains, "merge-domains", false, "let several files configure one domain (the reference's MERGE_DOMAIN_CONFIG)")
+	fs.IntVar(&c.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: the most counters kept, for the windows and for the additions each (past it the least recently used addition's key is forgotten, or a window's counter at random); ended windows are dropped")
+	c.maxBytes, c.maxDescriptorBytes, c.metricLabelBytes = rls.DefaultMaxBytes, rls.DefaultMaxDescriptorBytes, rls.DefaultMaxMetricLabelBytes
+	fs.Var(command.Size{P: &c.maxBytes, Min: rls.MinMaxBytes, Max: math.MaxInt}, "max-bytes", "without --redis: the most bytes the counters take, for the windows and for the additions each (past it, counters are forgotten as past --max-keys)")
+	fs.IntVar(&c.maxDescriptors, "max-descriptors", rls.DefaultMaxDescriptors, "answer INVALID_ARGUMENT at once to a call with more descriptors than this")
+	fs.Var(command.Size{P: &c.maxDescriptorBytes, Min: 0, Max: rls.MaxDescriptorBytesLimit}, "max-descriptor-bytes", "count a descriptor whose entries take more than this `size` in a store key under a digest of them (0: every descriptor)")
+	fs.IntVar(&c.metricSeries, "metric-series", rls.DefaultMaxMetricSeries, "the most metric series that requests name (detailed_metric values, unknown domains), each kind apart; past it they are counted under \"(other)\"")
+	fs.Var(command.Size{P: &c.metricLabelBytes, Min: 1, Max: math.MaxInt}, "metric-label-bytes", "the most bytes the labels of those series take, each kind apart (and a 256th of it one label); past it they are counted under \"(other)\"")
+	c.conns.Register(fs, "")
+	serve.RegisterDrain(fs, &c.drain, serve.DefaultDrain, true)
+	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
+	registerXDSFlags(fs, &c.xds)
+	registerGRPCFlags(fs, &c.grpc)
+	c.redisTLS.Register(fs)
 }
 
 // resolve fills what the flags left out from the reference's environment
@@ -345,6 +388,18 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 	if c.maxKeys < 1 {
 		return fmt.Errorf("--max-keys %d: want at least 1", c.maxKeys)
 	}
+	if c.maxDescriptors < 1 {
+		return fmt.Errorf("--max-descriptors %d: want at least 1", c.maxDescriptors)
+	}
+	if c.metricSeries < 1 {
+		return fmt.Errorf("--metric-series %d: want at least 1", c.metricSeries)
+	}
+	if err := c.conns.Check(); err != nil {
+		return err
+	}
+	if err := serve.CheckDrain(c.drain); err != nil {
+		return err
+	}
 	if given["redis"] {
 		if redisURL == "" {
 			return errors.New("--redis needs a URL, e.g. redis://127.0.0.1:6379/0")
@@ -370,8 +425,10 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 	if c.refusalCache > 0 && c.redisURL == "" {
 		return fmt.Errorf("%s applies to Redis: the memory store has no round trip to save", refusalCacheFrom)
 	}
-	if given["max-keys"] && c.redisURL != "" {
-		return errors.New("--max-keys applies to the memory store; Redis bounds its memory with key expiry")
+	for _, name := range []string{"max-keys", "max-bytes"} {
+		if given[name] && c.redisURL != "" {
+			return fmt.Errorf("--%s applies to the memory store; Redis bounds its memory with key expiry and maxmemory", name)
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,6 +36,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/metrics/metricstest"
+	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
@@ -81,6 +83,16 @@ func launchRLSOver(t *testing.T, env []string, full []string, creds credentials.
 	cmd := exec.Command(clitest.Binary(t), full...)
 	cmd.Env = append(os.Environ(), env...)
 	return attachRLS(t, cmd, creds)
+}
+
+// launchWrapped is launchRLS under a wrapper command (prlimit) that execs
+// the binary, so that the process is the binary's.
+func launchWrapped(t *testing.T, wrap, env, full []string) *rlsProc {
+	t.Helper()
+	argv := append(append(append([]string{}, wrap...), clitest.Binary(t)), full...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	return attachRLS(t, cmd, insecure.NewCredentials())
 }
 
 // attachRLS starts cmd, `ratelimit rls` however it is run (the binary, a
@@ -421,10 +433,7 @@ func TestRLSResolve(t *testing.T) {
 	lookup := func(env map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
-	defaults := func() *rlsConfig {
-		return &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond,
-			reloadInterval: time.Second, maxKeys: 10}
-	}
+	defaults := flagDefaults
 	c := defaults()
 	require.NoError(t, c.resolve(map[string]bool{}, "", lookup(nil)))
 	assert.Equal(t, "/srv/runtime_data/current/config", c.configPath)
@@ -492,8 +501,16 @@ func TestRLSUnsupportedAtDefault(t *testing.T) {
 	for _, s := range unsupportedSettings {
 		env[s.name] = strings.ToUpper(s.def)
 	}
-	c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second, maxKeys: 10}
+	c := flagDefaults()
 	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+}
+
+// flagDefaults is the configuration the flags give when none is set.
+func flagDefaults() *rlsConfig {
+	c := &rlsConfig{}
+	var rf redisflag.Flags
+	c.register(flag.NewFlagSet("rls", flag.ContinueOnError), &rf)
+	return c
 }
 
 // TestRLSResolveGateway: how the settings Envoy Gateway and the reference
@@ -503,9 +520,7 @@ func TestRLSResolveGateway(t *testing.T) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
 	resolve := func(given map[string]bool, env map[string]string, set func(*rlsConfig)) (*rlsConfig, error) {
-		c := &rlsConfig{grpcAddr: ":8081", httpAddr: ":8080", storeTimeout: 50 * time.Millisecond, reloadInterval: time.Second,
-			maxKeys: 10, grpc: grpcSettings{maxAge: defaultMaxConnectionAge, maxAgeGrace: defaultMaxConnectionAgeGrace}}
-		c.xds.nodeID = "default"
+		c := flagDefaults()
 		if set != nil {
 			set(c)
 		}

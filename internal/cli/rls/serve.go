@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -35,13 +35,21 @@ import (
 // health service), the reference's HTTP face (/json, /healthcheck) and the
 // metrics, and their graceful stop.
 
+// largeCall is the most descriptors of a call answered without a turn:
+// calls of more (Envoy sends a handful; these come from a client of its
+// own) take turns, at most half the processors' worth at once, so that
+// however many arrive the ordinary calls always find a processor free
+// (two callers of 10 000 descriptors each doubled ordinary calls' p99
+// when they could take both processors of a 2-core machine).
+const largeCall = 256
+
 // maxJSONBody bounds a /json request: a RateLimitRequest is a few hundred
 // bytes.
 const maxJSONBody = 1 << 20
 
 // runCheck is --check: load the configuration once, print one line.
 func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
-	cfg, err := c.load()
+	_, cfg, err := c.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimit rls: %v\n", err)
 		return command.ExitUsage
@@ -50,12 +58,26 @@ func (c *rlsConfig) runCheck(stdout, stderr io.Writer) int {
 	return command.ExitOK
 }
 
-// load reads the configuration at configPath.
-func (c *rlsConfig) load() (*rls.Config, error) {
+// load reads the configuration at configPath once (readConfigFiles, within
+// configReadTimeout) and parses it.
+func (c *rlsConfig) load() (configSnapshot, *rls.Config, error) {
 	if _, err := os.Stat(c.configPath); err != nil && c.configFromEnv && errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
+		return configSnapshot{}, nil, fmt.Errorf("%s: no such file or directory (the path RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY names; give --config PATH)", c.configPath)
 	}
-	return rls.LoadConfig(c.configPath, rls.MergeDomains(c.mergeDomains))
+	s, ok, _ := readBounded(readConfigFiles, c.configPath, configReadTimeout, nil, nil)
+	if !ok {
+		return s, nil, fmt.Errorf("%s: reading it took more than %v (a filesystem that does not answer?)", c.configPath, configReadTimeout)
+	}
+	cfg, err := c.parse(s)
+	return s, cfg, err
+}
+
+// parse builds the configuration a snapshot holds.
+func (c *rlsConfig) parse(s configSnapshot) (*rls.Config, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return rls.ParseConfig(s.files, rls.MergeDomains(c.mergeDomains))
 }
 
 // describeConfig names a configuration's domains and files, for messages.
@@ -67,7 +89,8 @@ func describeConfig(cfg *rls.Config) string {
 
 // serviceOptions are the rls options the flags ask for.
 func (c *rlsConfig) serviceOptions() []rls.Option {
-	opts := []rls.Option{rls.WithStoreTimeout(c.storeTimeout)}
+	opts := []rls.Option{rls.WithStoreTimeout(c.storeTimeout), rls.WithMaxDescriptors(c.maxDescriptors),
+		rls.WithMaxDescriptorBytes(int(c.maxDescriptorBytes)), rls.WithMetricSeriesLimit(c.metricSeries, int(c.metricLabelBytes))}
 	if c.responseHeaders {
 		opts = append(opts, rls.WithRateLimitHeaders(c.headerNames[0], c.headerNames[1], c.headerNames[2]))
 	}
@@ -94,11 +117,11 @@ func (c *rlsConfig) serviceOptions() []rls.Option {
 func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, closeStore func(), down func(context.Context) error, err error) {
 	if c.newRedis == nil {
 		// CACHE_KEY_PREFIX names Redis keys: nothing to do in memory.
-		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys))
+		m, err := rls.NewMemoryStore(rls.WithMaxKeys(c.maxKeys), rls.WithMaxBytes(int(c.maxBytes)))
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d keys for the additions' algorithms)", c.maxKeys), func() {}, nil, nil
+		return m, fmt.Sprintf("memory store (at most %d keys and %s, for the windows and for the additions each)", c.maxKeys, command.SizeText(c.maxBytes)), func() {}, nil, nil
 	}
 	redisflag.Quiet() // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
@@ -133,11 +156,18 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 
 // jsonHandler is the reference's POST /json: a RateLimitRequest in
 // protojson, answered 200 (OK) or 429 (OVER_LIMIT) with the response in
-// protojson; 400 for a body that is not a request, and 503 when the store
+// protojson; 400 for a body that is not a request, 408 (and the connection
+// closed) for one that stalls for readTimeout, and 503 when the store
 // failed (the reference answers 400 there too, which blames the client).
-func jsonHandler(svc rlsv3.RateLimitServiceServer) http.Handler {
+func jsonHandler(svc rlsv3.RateLimitServiceServer, readTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve.NewTimedBody(w, r, readTimeout)
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		if serve.BodyTimedOut(err) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the request body stalled for longer than --read-timeout", http.StatusRequestTimeout)
+			return
+		}
 		if err != nil {
 			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 			return
@@ -248,11 +278,10 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		return status
 	}
 	var cfg *rls.Config
-	var fp [sha256.Size]byte
+	var loaded configSnapshot
 	if c.xds.url == "" {
-		fp = configFingerprint(c.configPath) // before loading: a change in between is seen
 		var err error
-		if cfg, err = c.load(); err != nil {
+		if loaded, cfg, err = c.load(); err != nil {
 			return fail(command.ExitUsage, err)
 		}
 	}
@@ -296,6 +325,16 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 			return fail(command.ExitFail, err)
 		}
 	}
+	sm := newServiceMetrics(svc, mapping)
+	// One cap for every listener: a client holds at most
+	// --max-conns-per-client connections to the whole process, so that one
+	// opening thousands leaves file descriptors for gRPC and /healthcheck.
+	if cc := c.conns.Cap(nil, &sm.connsRefused, errLog); cc != nil {
+		grpcLn, httpLn = cc.Wrap(grpcLn), cc.Wrap(httpLn)
+		if metricsLn != nil {
+			metricsLn = cc.Wrap(metricsLn)
+		}
+	}
 
 	background, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -321,13 +360,22 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 
-	sm := newServiceMetrics(svc, mapping)
 	storeLog := outage.New("store ("+storeName+")", errLog)
 	defer storeLog.Close()
-	// What both faces call: counted in flight, store failures logged.
+	// What both faces call: counted in flight, large calls taking turns,
+	// store failures logged.
+	large := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	answer := rlsAnswerer(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		sm.inFlight.Add(1)
 		defer sm.inFlight.Add(-1)
+		if len(req.GetDescriptors()) > largeCall {
+			select {
+			case large <- struct{}{}:
+				defer func() { <-large }()
+			case <-ctx.Done():
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}
 		resp, err := svc.ShouldRateLimit(ctx, req)
 		noteStore(storeLog, resp, err)
 		return resp, err
@@ -342,11 +390,11 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	var source string
 	if c.xds.url == "" {
 		source = fmt.Sprintf("%s from %s", describeConfig(cfg), c.configPath)
-		w := newConfigWatcher(c, svc, fp, errLog)
+		w := newConfigWatcher(c, svc, loaded, errLog)
 		if c.healthWithConfig {
-			w.loaded = func(cfg *rls.Config) { hl.Set(healthConfig, len(cfg.Domains()) > 0) }
+			w.onLoad = func(cfg *rls.Config) { hl.Set(healthConfig, len(cfg.Domains()) > 0) }
 		}
-		stopWatch := w.start(c.reloadInterval)
+		stopWatch := w.start()
 		defer stopWatch()
 	} else {
 		var stopXDS func()
@@ -357,19 +405,19 @@ func (c *rlsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		defer stopXDS()
 	}
 
-	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls"}
+	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "calls", Drain: c.drain}
 	servers.GRPC(grpcServer, grpcLn)
 	mux := http.NewServeMux()
-	mux.Handle("POST /json", jsonHandler(answer))
+	mux.Handle("POST /json", jsonHandler(answer, c.conns.ReadTimeout))
 	mux.Handle("/healthcheck", hl)
-	servers.HTTP(&http.Server{Handler: mux, ReadHeaderTimeout: serve.ReadHeaderTimeout, ErrorLog: errLog}, httpLn)
+	servers.HTTP(c.conns.Apply(&http.Server{Handler: mux, ErrorLog: errLog}), httpLn)
 	metricsNote := ""
 	if metricsLn != nil {
 		reg, err := metrics.NewRegistry(sm)
 		if err != nil {
 			return fail(command.ExitFail, err)
 		}
-		servers.HTTP(metrics.Server(reg, c.metricsPath, errLog), metricsLn)
+		servers.HTTP(c.conns.Apply(metrics.Server(reg, c.metricsPath, errLog)), metricsLn)
 		metricsNote = metrics.Banner(metricsLn, c.metricsPath)
 	}
 

@@ -1,19 +1,26 @@
 // Package serve is how the serving commands (proxy, rls, rlqs) run their
 // servers: listen on every address first, so that a taken one stops the
-// command before it serves anything; serve until SIGINT or SIGTERM, or
-// until a server fails; then drain, letting the work in flight finish
-// within ShutdownTimeout. Meanwhile they report their health (Health) and
-// look at their configuration files every interval and on SIGHUP
-// (Reload).
+// command before it serves anything; bound what one client can hold (idle
+// connections, stalled bodies, connections per address); serve until
+// SIGINT or SIGTERM, or until a server fails; after SIGTERM, keep serving
+// for a drain window while the health checks fail, so that load balancers
+// see it; then stop accepting and let the work in flight finish within
+// ShutdownTimeout. Meanwhile they report their health (Health) and look at
+// their configuration files every interval and on SIGHUP (Reload), reading
+// only regular files (ReadRegular).
 package serve
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,9 +36,77 @@ const ShutdownTimeout = 30 * time.Second
 const ReadHeaderTimeout = 10 * time.Second
 
 // SignalContext is a context that ends on SIGINT or SIGTERM: a serving
-// command's life. stop releases the signals.
+// command's life. stop releases the signals. A Group running until it ends
+// drains (Group.Drain) after SIGTERM, what an orchestrator sends, and not
+// after SIGINT, a terminal's Ctrl-C; a second signal of either kind ends
+// the drain window at once, and a third has its default effect (the
+// process dies), for an operator who will not wait for the calls in flight.
 func SignalContext() (ctx context.Context, stop context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	st := &signals{again: make(chan struct{})}
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), signalsKey{}, st))
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(&signalCause{sig})
+		case <-done:
+			return
+		}
+		select {
+		case <-ch:
+			signal.Stop(ch)
+			close(st.again)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
+}
+
+// signals is what SignalContext tells Group.Run beyond its context's end:
+// again is closed by a second signal.
+type signals struct{ again chan struct{} }
+
+type signalsKey struct{}
+
+// signalCause is the cause of a SignalContext's end.
+type signalCause struct{ sig os.Signal }
+
+func (c *signalCause) Error() string { return "received " + c.sig.String() }
+
+// DefaultDrain is rls's drain window (--drain): Envoy Gateway probes the
+// rate limit service's /healthcheck for readiness every 5 s, with a 1 s
+// timeout and one failure enough, so that 6 s lets one probe at least see
+// the 500 before the listeners close; Kubernetes itself stops sending new
+// connections to a terminating pod within about a second, which the same
+// window covers; and 6 s leaves most of Kubernetes' default 30 s grace to
+// the calls in flight, which take milliseconds.
+const DefaultDrain = 6 * time.Second
+
+// RegisterDrain defines --drain on fs, into d, with default def; health
+// says whether the command has health checks to fail meanwhile.
+func RegisterDrain(fs *flag.FlagSet, d *time.Duration, def time.Duration, health bool) {
+	during := "each HTTP connection closed after its answer"
+	if health {
+		during = "health checks failing, " + during
+	}
+	fs.DurationVar(d, "drain", def, "after SIGTERM, keep serving this `long` ("+during+") before refusing new connections; 0: none")
+}
+
+// CheckDrain refuses a negative --drain.
+func CheckDrain(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--drain %v: want 0 (none) or a positive duration", d)
+	}
+	return nil
 }
 
 // Listeners are a command's listeners, opened one by one and closed
@@ -78,9 +153,10 @@ type GRPCServer interface {
 
 // Group is the servers of one command, each on its listener.
 type Group struct {
-	Prefix string    // "ratelimit proxy": begins every line the group writes
-	Stderr io.Writer // where it writes them
-	Work   string    // what is in flight ("requests", "calls"), for the shutting-down line
+	Prefix string        // "ratelimit proxy": begins every line the group writes
+	Stderr io.Writer     // where it writes them
+	Work   string        // what is in flight ("requests", "calls"), for the shutting-down line
+	Drain  time.Duration // how long to keep serving once told to stop (see Run)
 
 	http   []*http.Server
 	httpLn []net.Listener
@@ -98,12 +174,17 @@ func (g *Group) GRPC(s GRPCServer, ln net.Listener) {
 	g.grpc, g.grpcLn = append(g.grpc, s), append(g.grpcLn, ln)
 }
 
-// Run serves until ctx ends or a server fails, then drains: stopping, if
+// Run serves until ctx ends or a server fails, then stops: stopping, if
 // not nil, runs once the group says it is shutting down (a health check
-// turning to failure); the gRPC servers stop gracefully while the HTTP
-// servers shut down one after the other, all within ShutdownTimeout, after
-// which the gRPC calls still running are cut. It returns the exit status:
-// 0, or 1 if a server failed or the work in flight did not finish in time.
+// turning to failure); for Drain after that, unless ctx ended by SIGINT
+// (SignalContext), the servers go on serving as before, except that the
+// HTTP servers close each connection after its answer, so that clients
+// move to another instance and a load balancer's health check sees the
+// failure; a second signal ends the window. Then the gRPC servers stop
+// gracefully while the HTTP servers shut down one after the other, all
+// within ShutdownTimeout, after which the gRPC calls still running are
+// cut. It returns the exit status: 0, or 1 if a server failed or the work
+// in flight did not finish in time.
 func (g *Group) Run(ctx context.Context, stopping func()) int {
 	failed := make(chan error, len(g.grpc)+len(g.http))
 	for i, s := range g.grpc {
@@ -119,9 +200,41 @@ func (g *Group) Run(ctx context.Context, stopping func()) int {
 		fmt.Fprintf(g.Stderr, "%s: %v\n", g.Prefix, err)
 		status = command.ExitFail
 	}
-	fmt.Fprintf(g.Stderr, "%s: shutting down, letting %s in flight finish\n", g.Prefix, g.Work)
+	window := g.Drain
+	var again <-chan struct{}
+	if st, ok := ctx.Value(signalsKey{}).(*signals); ok {
+		again = st.again
+	}
+	if sc, ok := errors.AsType[*signalCause](context.Cause(ctx)); (ok && sc.sig == syscall.SIGINT) || status != command.ExitOK {
+		window = 0
+	}
+	if window > 0 {
+		health := ""
+		if stopping != nil {
+			health = " with health checks failing"
+		}
+		fmt.Fprintf(g.Stderr, "%s: shutting down: serving on for %v (--drain)%s, then letting %s in flight finish; a second signal ends the wait\n", g.Prefix, window, health, g.Work)
+	} else {
+		fmt.Fprintf(g.Stderr, "%s: shutting down, letting %s in flight finish\n", g.Prefix, g.Work)
+	}
 	if stopping != nil {
 		stopping()
+	}
+	if window > 0 {
+		for _, s := range g.http {
+			s.SetKeepAlivesEnabled(false)
+		}
+		t := time.NewTimer(window)
+		select {
+		case <-t.C:
+		case <-again:
+			t.Stop()
+		case err := <-failed:
+			t.Stop()
+			fmt.Fprintf(g.Stderr, "%s: %v\n", g.Prefix, err)
+			status = command.ExitFail
+		}
+		fmt.Fprintf(g.Stderr, "%s: drain window over: refusing new connections, letting %s in flight finish\n", g.Prefix, g.Work)
 	}
 	drain, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
