@@ -329,7 +329,7 @@ func TestEdgeAcquireContextRejections(t *testing.T) {
 // 1 µs, which truncates to 0) is a warm limiter at the stable rate that
 // stores nothing. Guava 31.1 computes coolDown = 0/0 = NaN and after the
 // first idle moment stops limiting altogether: R0.00 R1.00 R1.00, idle,
-// then R0.00 R0.00 R0.00 R0.00 (issues 2730, 6475).
+// then R0.00 R0.00 R0.00 R0.00 (Guava issues 2730, 6475).
 func TestEdgeZeroWarmupStillLimits(t *testing.T) {
 	const want = "[R0.00, R1.00, R1.00, U10.00, R0.00, R1.00, R1.00, R1.00]"
 	for _, tick := range []time.Duration{time.Microsecond, time.Nanosecond} {
@@ -461,7 +461,7 @@ func TestEdgeMaxBurst(t *testing.T) {
 		}
 		ecEvents(t, f, "[U10.00, R0.00, R0.00, R0.00, R0.00, R0.00, R0.00, R0.50, R0.50]")
 
-		// WithInitiallyFull (issue 8420): the burst is there from the start.
+		// WithInitiallyFull (Guava issue 8420): the burst is there from the start.
 		l, f = ecLimiter(t, tick, ecBursty, 2, ratelimit.WithMaxBurstSeconds(2.5), ratelimit.WithInitiallyFull())
 		for range 7 {
 			ecAcquire(t, l, 1)

@@ -27,7 +27,8 @@ func TestWrongTypeKey(t *testing.T) {
 		t.Fatal("fail-closed limiter admitted over a wrong-type key")
 	}
 	_, err := l.Acquire(context.Background(), 1)
-	// Not an outage: a configuration error (issue 11 item 1).
+	// Not an outage: a configuration error, which no fallback and no
+	// retry fixes, so it never fails open.
 	if !errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "holds a string") {
 		t.Fatalf("Acquire over a wrong-type key: %v", err)
 	}

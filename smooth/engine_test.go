@@ -400,7 +400,7 @@ func TestMinValueRate(t *testing.T) {
 // max = 0, slope = +Inf (NaN with cold factor 1) and coolDown = 0/0 = NaN;
 // after the first idle moment storedPermits becomes NaN and every wait is
 // (long)NaN = 0: R0.00 R1.00 R1.00, idle, then R0.00 R0.00 R0.00 R0.00
-// forever (issues 2730, 6475). This port makes a warm limiter at the stable
+// forever (Guava issues 2730, 6475). This port makes a warm limiter at the stable
 // rate that stores nothing.
 func TestWarmupZeroIsAWarmLimiter(t *testing.T) {
 	for _, m := range modes {

@@ -2,7 +2,10 @@
 // the tests that hold them true: the fenced code blocks of a Markdown
 // file, a YAML block as the JSON that protojson decodes (Envoy's
 // configuration, say), and the protos' validation of all of a decoded
-// configuration, typed_config included.
+// configuration, typed_config included. Its own test type-checks every Go
+// block of README.md and docs/*.md against the module; the messages the
+// docs quote are checked by the tests of the commands that print them
+// (internal/cli/clitest.DocQuote).
 package docstest
 
 import (
@@ -21,15 +24,38 @@ import (
 // lang ("yaml", "sh").
 func Blocks(md, lang string) []string {
 	var out []string
-	for rest := md; ; {
-		_, after, ok := strings.Cut(rest, "```"+lang+"\n")
-		if !ok {
-			return out
-		}
-		block, tail, _ := strings.Cut(after, "```")
-		out = append(out, block)
-		rest = tail
+	for _, b := range BlocksAt(md, lang) {
+		out = append(out, b.Code)
 	}
+	return out
+}
+
+// Block is a fenced code block of a Markdown file.
+type Block struct {
+	Line int    // the line of its first line of code, from 1
+	Code string // its lines, each ending in a newline
+}
+
+// BlocksAt returns md's fenced code blocks of language lang, with where
+// they are, for a test to report a problem at the file's own line.
+func BlocksAt(md, lang string) []Block {
+	var out []Block
+	var cur *Block
+	n := 0
+	for line := range strings.Lines(md) {
+		n++
+		fence := strings.TrimSpace(line)
+		switch {
+		case cur == nil && fence == "```"+lang:
+			cur = &Block{Line: n + 1}
+		case cur != nil && fence == "```":
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			cur.Code += strings.TrimSuffix(line, "\n") + "\n"
+		}
+	}
+	return out
 }
 
 // JSON converts a YAML document to JSON (map keys as strings).

@@ -17,6 +17,9 @@ func TestBlocks(t *testing.T) {
 	if len(got) != 2 || got[0] != "a: 1\n" || got[1] != "b: [x]\n" {
 		t.Fatalf("%q", got)
 	}
+	if at := BlocksAt(md, "yaml"); len(at) != 2 || at[0].Line != 3 || at[1].Line != 9 {
+		t.Fatalf("BlocksAt: %+v, want lines 3 and 9", at)
+	}
 	j, err := JSON("a: {1: [x, {b: 2}]}")
 	if err != nil || string(j) != `{"a":{"1":["x",{"b":2}]}}` {
 		t.Fatalf("%s %v", j, err)

@@ -4,7 +4,7 @@
 // counter, at 100 000 live keys, with three floors: the caller's key
 // hashed, and found in Go's map with 8-byte and with 64-byte values; and
 // the machine's memory latency) and prints, as Markdown, the medians and
-// the ratios of ours to each peer against the goals of issue 8 (≤ 0.5 of
+// the ratios of ours to each peer against the project's goals (≤ 0.5 of
 // the fastest peer's ns/op, serial and parallel; 0 allocations):
 //
 //	cd bench && go run ./cmd/keyedbench -count 5

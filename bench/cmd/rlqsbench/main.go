@@ -1,8 +1,8 @@
 // Command rlqsbench measures one RLQS server under simulated Envoys:
 // -clients streams, each reporting its -buckets buckets in one message
 // every -interval, as Envoy's rate_limit_quota filter does. The server runs
-// in a process of its own with GOMAXPROCS -server-procs (2: the issue's
-// 2-core server), on loopback gRPC: by default (-server binary) the
+// in a process of its own with GOMAXPROCS -server-procs (2: the 2-core
+// server the project's goals are set for), on loopback gRPC: by default (-server binary) the
 // `ratelimit rlqs` command as operators run it, built from the working tree
 // (as bench/rlsbench builds `ratelimit rls`), with its gRPC server, health
 // service, outage log and metrics collector; with -server library, this

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
 	"net"
 	"os"
 	"os/exec"
@@ -33,16 +34,34 @@ const mainPackage = "github.com/smoothrate/ratelimit/cmd/ratelimit"
 
 // Main is the TestMain of a package whose tests run the binary: it lets
 // the race-built binary exit at once and removes it after the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M) { main(m, false) }
+
+// MainWithRuntimeDir is Main for the packages whose tests run pipes, and
+// kill some: the pipes put their control sockets in a runtime directory
+// ($XDG_RUNTIME_DIR) of the tests' own, removed after the tests with the
+// sockets of the pipes that were killed, which could not remove their own.
+func MainWithRuntimeDir(m *testing.M) { main(m, true) }
+
+func main(m *testing.M, runtimeDir bool) {
 	if raceBuild {
 		// A race-built program sleeps a second at exit by default (for
 		// late reports from other goroutines); the binary's runs here
 		// are many and short. A GORACE of the caller's still wins.
 		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
 	}
+	runtime := ""
+	if runtimeDir {
+		if dir, err := os.MkdirTemp("", "ratelimit-runtime-"); err == nil { // private: 0700
+			runtime = dir
+			os.Setenv("XDG_RUNTIME_DIR", dir)
+		}
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
+	}
+	if runtime != "" {
+		os.RemoveAll(runtime)
 	}
 	os.Exit(code)
 }
@@ -224,6 +243,123 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Copying is a ratelimit process that copies its input to its standard
+// output, which the test keeps as it comes: a pipe it acts on while it
+// copies. (A serving command is a Proc.)
+type Copying struct {
+	Cmd            *exec.Cmd
+	Stdout, Stderr LockedBuffer
+	ended          chan error // cmd.Wait's result
+}
+
+// StartCopying starts bin with args, stdin as given and more environment
+// variables, and returns once the first byte of its standard output came
+// (it fails the test if none comes within limit). The process is killed at
+// the end of the test if it is still running.
+func StartCopying(t *testing.T, bin string, env []string, stdin []byte, limit time.Duration, args ...string) *Copying {
+	t.Helper()
+	s := &Copying{Cmd: exec.Command(bin, args...), ended: make(chan error, 1)}
+	s.Cmd.Env = append(os.Environ(), env...)
+	s.Cmd.Stdin = bytes.NewReader(stdin)
+	s.Cmd.Stderr = &s.Stderr
+	first := make(chan struct{})
+	s.Cmd.Stdout = &firstWrite{w: &s.Stdout, first: first}
+	if err := s.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Cmd.Process.Kill() })
+	go func() { s.ended <- s.Cmd.Wait() }()
+	select {
+	case <-first:
+	case err := <-s.ended:
+		s.ended <- err
+		t.Fatalf("%v: exited without output (%v); stderr %q", args, err, s.Stderr.String())
+	case <-time.After(limit):
+		t.Fatalf("%v: no output within %v; stderr %q", args, limit, s.Stderr.String())
+	}
+	return s
+}
+
+// firstWrite closes first at the first write of at least a byte.
+type firstWrite struct {
+	w     io.Writer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if n > 0 {
+		f.once.Do(func() { close(f.first) })
+	}
+	return n, err
+}
+
+// Finish waits, at most limit, for the process to end, and returns its exit
+// status. One still running is killed and fails the test.
+func (s *Copying) Finish(t *testing.T, limit time.Duration) (code int) {
+	t.Helper()
+	select {
+	case err := <-s.ended:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", s.Cmd.Args[1:], err)
+		}
+		return 0
+	case <-time.After(limit):
+		_ = s.Cmd.Process.Kill()
+		t.Fatalf("%v still running after %v, %d bytes out; stderr %q", s.Cmd.Args[1:], limit, len(s.Stdout.String()), s.Stderr.String())
+		return -1
+	}
+}
+
+// RuntimeDir is the environment of a process whose runtime directory
+// ($XDG_RUNTIME_DIR, where a pipe puts its control socket) is a new one of
+// the test's, private to the user as the real one is: tests never meet a
+// user's pipes.
+func RuntimeDir(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil { // t.TempDir's are open to all
+		t.Fatal(err)
+	}
+	return []string{"XDG_RUNTIME_DIR=" + dir}
+}
+
+// DocQuote returns the message that doc (a file of the module, such as
+// "docs/http.md") quotes with the line that starts with prefix, in a code
+// block or `in backquotes`, with each pair of replacements applied (the
+// doc's address for the test's server, say): what the command must print,
+// for a test to compare with what it does print. The doc must hold exactly
+// one such line.
+func DocQuote(t *testing.T, doc, prefix string, replacements ...string) string {
+	t.Helper()
+	root, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	text, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(root))), filepath.FromSlash(doc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for line := range strings.Lines(string(text)) {
+		line = strings.TrimRight(line, "\n")
+		if quoted, ok := strings.CutPrefix(line, "`"); ok {
+			line, _, _ = strings.Cut(quoted, "`")
+		}
+		if strings.HasPrefix(line, prefix) {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: %d lines start with %q, want 1: %q", doc, len(found), prefix, found)
+	}
+	return strings.NewReplacer(replacements...).Replace(found[0])
 }
 
 // HoldConns opens n connections as one client hogging a server would, 50

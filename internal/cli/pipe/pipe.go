@@ -11,8 +11,6 @@ import (
 	"math"
 	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,13 +36,26 @@ Rates and sizes: a number (500, 1.5, 1e9) with an optional prefix and unit.
   A rate so slow that one chunk would take more than a day is refused.
 
 When standard error is a terminal (or with --progress), a progress line
-shows the bytes copied, the current and average rates and, when the size is
-known (--size, or standard input is a file), the time left.
+shows the bytes copied, the rate over the last second, the average rate and,
+when the size is known (--size, or standard input is a file), the time left
+at the rate of the last 30 seconds.
+
+A running pipe's rate can be changed, as pv -R PID -L RATE does:
+  ratelimit pipe -R PID RATE      (or --remote PID --rate RATE, or -R PID -L RATE)
+moves the pipe with process ID PID to RATE and prints the old and new
+rates. The chunk waiting for its turn is priced again at RATE; only the one
+already written is paid at the old rate (10 ms of data, or 1 KiB below
+100 kB/s, or one --chunk). Only the pipe's user can change it: each pipe
+listens on a socket in a directory private to its user, $XDG_RUNTIME_DIR,
+or $TMPDIR/ratelimit-UID (/tmp by default) without one. A pipe that shares
+its limit through Redis (--redis) changes the limit of every process that
+shares it.
 
 Examples:
   ratelimit pipe 1MiB < big.iso > /dev/null
   curl -s https://example.com/big | ratelimit pipe --rate 500k --size 20MB > big
   ratelimit pipe --warmup 5s 10MB/s < in > out
+  ratelimit pipe -R 4242 5MB/s
   ratelimit pipe --redis redis://db:6379/0 --name backups 10MB/s < part1 > /mnt/part1
 
 `
@@ -52,7 +63,9 @@ Examples:
 const pipeUsageEnd = `
 Exit status: 0 on success, 1 on a read or write error (or when Redis cannot
 be reached with --fail-closed), 2 for bad flags or values (or a Redis that
-is set up wrong), 130 when interrupted (128 + the signal's number).
+is set up wrong), 130 when interrupted (128 + the signal's number). With
+-R: 0 when the pipe took the rate, 1 when there is no such pipe of the
+user's or it failed to change (its Redis is down), 2 for a rate it refuses.
 
 Flags:
 `
@@ -88,6 +101,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var warmup time.Duration
 	var quiet, progress bool
 	fs.StringVar(&rateS, "rate", "", "the `rate`, e.g. 500k, 1MiB/s, 10MB/s, 2Gbit (or give it as the argument)")
+	fs.StringVar(&rateS, "L", "", "short for --rate (pv's -L)")
+	var remoteS string
+	fs.StringVar(&remoteS, "remote", "", "change the rate of the running pipe with this process `ID` to RATE, as pv -R does")
+	fs.StringVar(&remoteS, "R", "", "short for --remote")
 	fs.StringVar(&burstS, "burst", "", "how much may leave at once after the input stalled: a `duration` at the rate (100ms) or a size (256KiB); default 100ms")
 	fs.DurationVar(&warmup, "warmup", 0, "start at a third of the rate and speed up to it over this `period` (Guava's warm-up); excludes --burst")
 	fs.StringVar(&chunkS, "chunk", "", "bytes per write, e.g. 4KiB (default: 10 ms of data, between 1KiB and 64KiB)")
@@ -106,6 +123,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	const prefix = "ratelimit pipe"
+	if remoteS != "" {
+		return remote(fs, remoteS, rateS, words, stdout, stderr)
+	}
 	cfg, err := pipeConfigFrom(rateS, burstS, chunkS, sizeS, warmup, quiet, words)
 	if err == nil && progress {
 		if quiet {
@@ -124,6 +144,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var lim ratelimit.Acquirer
 	stopShared := func() {}
+	sharedName := ""
 	if shared == nil {
 		local, err := cfg.newLimiter()
 		if err != nil {
@@ -136,8 +157,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if status != command.ExitOK {
 			return status
 		}
-		lim, stopShared = sl, stop
+		lim, stopShared, sharedName = sl, stop, sl.Name()
 	}
+	tuned := &retunable{Acquirer: lim}
 	if cfg.size < 0 {
 		cfg.size = inputSize(stdin)
 	}
@@ -147,21 +169,27 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.chunk > 0 {
 		opts = append(opts, shape.WithChunkSize(cfg.chunk))
 	}
-	sw, err := shape.NewWriter(out, lim, opts...)
+	sw, err := shape.NewWriter(out, tuned, opts...)
 	if err != nil {
 		stopShared()
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
+	}
+	ctl, err := listenControl(os.Getpid(), cfg.retune(tuned, sharedName))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: warning: this pipe's rate cannot be changed while it runs (-R): %v\n", prefix, err)
 	}
 	stopProgress := func() {}
 	if cfg.progress || !cfg.quiet && isTerminal(stderr) {
 		stopProgress = startProgress(stderr, &out.n, cfg.size)
 	}
 	// Interrupted, the progress line still ends with a newline (the
-	// shell's prompt must not be drawn over it), and a shared limit gives
-	// its permits back and leaves the registry at once.
+	// shell's prompt must not be drawn over it), the control socket goes
+	// away, and a shared limit gives its permits back and leaves the
+	// registry at once.
 	finish := command.ExitOnSignal(func() {
 		stopProgress()
+		ctl.Close()
 		stopShared()
 	})
 	// Hide stdin's WriterTo so that io.CopyBuffer reads into our buffer and
@@ -185,19 +213,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, quiet bool, words []string) (pipeConfig, error) {
 	cfg := pipeConfig{burst: -1, size: -1, warmup: warmup, quiet: quiet}
-	switch {
-	case len(words) > 1:
-		return cfg, fmt.Errorf("one rate expected, got %q", words)
-	case len(words) == 1 && rateS != "":
-		return cfg, fmt.Errorf("rate given twice: --rate %s and %s", rateS, words[0])
-	case len(words) == 1:
-		rateS = words[0]
-	case rateS == "":
-		return cfg, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
-	}
 	var err error
-	if cfg.rate, err = units.ByteRate(rateS); err != nil {
-		return cfg, fmt.Errorf("rate %w", err)
+	if cfg.rate, rateS, err = rateFrom(rateS, words); err != nil {
+		return cfg, err
 	}
 	if warmup < 0 {
 		return cfg, fmt.Errorf("--warmup %v: must not be negative", warmup)
@@ -225,22 +243,47 @@ func pipeConfigFrom(rateS, burstS, chunkS, sizeS string, warmup time.Duration, q
 			return cfg, fmt.Errorf("--size %w", err)
 		}
 	}
-	// A rate at which the first chunk would take more than a day (1e-300
-	// bytes/s, say) would be accepted and then hang after the first
-	// chunk: refuse it, saying what the slowest rate is.
-	chunk := cfg.chunk
+	return cfg, cfg.checkSlowest(cfg.rate, rateS)
+}
+
+// rateFrom reads the rate, given with --rate (rateS) or as the one word.
+// It returns the rate and how it was written.
+func rateFrom(rateS string, words []string) (float64, string, error) {
+	switch {
+	case len(words) > 1:
+		return 0, rateS, fmt.Errorf("one rate expected, got %q", words)
+	case len(words) == 1 && rateS != "":
+		return 0, rateS, fmt.Errorf("rate given twice: --rate %s and %s", rateS, words[0])
+	case len(words) == 1:
+		rateS = words[0]
+	case rateS == "":
+		return 0, rateS, errors.New("no rate: give one, e.g. \"ratelimit pipe 1MiB/s\" (see ratelimit help pipe)")
+	}
+	rate, err := units.ByteRate(rateS)
+	if err != nil {
+		return 0, rateS, fmt.Errorf("rate %w", err)
+	}
+	return rate, rateS, nil
+}
+
+// checkSlowest refuses a rate at which one chunk would take more than a
+// day (1e-300 bytes/s, say): it would be accepted and then hang after the
+// first chunk. The error says what the slowest rate is; rateS is the rate
+// as it was written.
+func (c pipeConfig) checkSlowest(rate float64, rateS string) error {
+	chunk := c.chunk
 	if chunk == 0 {
-		chunk = shape.ChunkSize(cfg.rate)
+		chunk = shape.ChunkSize(rate)
 	}
 	cold := 1.0
-	if warmup > 0 {
+	if c.warmup > 0 {
 		cold = ratelimit.DefaultColdFactor // a warming-up limiter starts this much slower
 	}
-	if slowest := cold * float64(chunk) / slowestChunk.Seconds(); cfg.rate < slowest {
-		return cfg, fmt.Errorf("rate %q: too slow: a chunk of %d bytes would take more than a day (at least %s B/s%s; a smaller --chunk allows less)",
-			rateS, chunk, strconv.FormatFloat(slowest, 'g', 3, 64), map[bool]string{true: " with --warmup", false: ""}[warmup > 0])
+	if slowest := cold * float64(chunk) / slowestChunk.Seconds(); !(rate >= slowest) {
+		return fmt.Errorf("rate %q: too slow: a chunk of %d bytes would take more than a day (at least %s B/s%s; a smaller --chunk allows less)",
+			rateS, chunk, strconv.FormatFloat(slowest, 'g', 3, 64), map[bool]string{true: " with --warmup", false: ""}[c.warmup > 0])
 	}
-	return cfg, nil
+	return nil
 }
 
 // slowestChunk is the longest a chunk may take: a rate slower than that is
@@ -307,18 +350,6 @@ func inputSize(r io.Reader) int64 {
 	return fi.Size()
 }
 
-// isTerminal reports whether w is a character device (a terminal), without
-// a terminal library: that is enough to decide whether to draw a progress
-// line.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // countingWriter counts the bytes that went out, for the progress line.
 type countingWriter struct {
 	w io.Writer
@@ -329,100 +360,4 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-// progressInterval is how often the progress line is redrawn.
-const progressInterval = 250 * time.Millisecond
-
-// startProgress redraws a progress line on w until the returned function is
-// called, which draws the last one and ends the line.
-func startProgress(w io.Writer, n *atomic.Int64, size int64) (stop func()) {
-	start := time.Now()
-	p := newProgress(size)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(progressInterval)
-		defer t.Stop()
-		for {
-			select {
-			case now := <-t.C:
-				fmt.Fprint(w, p.line(now.Sub(start), n.Load()))
-			case <-done:
-				return
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-		fmt.Fprint(w, p.line(time.Since(start), n.Load())+"\n")
-	}
-}
-
-// progress turns byte counts into a progress line. The current rate is
-// measured over the last second of samples.
-type progress struct {
-	size    int64
-	samples []sample
-	width   int // of the last line drawn, to blank what is left of it
-}
-
-// newProgress starts the samples with nothing copied at time 0, so that the
-// first line already has a current rate.
-func newProgress(size int64) *progress {
-	return &progress{size: size, samples: []sample{{0, 0}}}
-}
-
-type sample struct {
-	at time.Duration
-	n  int64
-}
-
-// line returns the progress line at elapsed with n bytes copied, starting
-// with a carriage return so that it overwrites the previous one.
-func (p *progress) line(elapsed time.Duration, n int64) string {
-	p.samples = append(p.samples, sample{elapsed, n})
-	for len(p.samples) > 2 && elapsed-p.samples[1].at >= time.Second {
-		p.samples = p.samples[1:]
-	}
-	first := p.samples[0]
-	current := 0.0
-	if dt := elapsed - first.at; dt > 0 {
-		current = float64(n-first.n) / dt.Seconds()
-	}
-	avg := 0.0
-	if elapsed > 0 {
-		avg = float64(n) / elapsed.Seconds()
-	}
-	var b strings.Builder
-	b.WriteString(shape.FormatSize(n))
-	if p.size > 0 {
-		fmt.Fprintf(&b, " of %s (%.0f%%)", shape.FormatSize(p.size), 100*float64(n)/float64(p.size))
-	}
-	fmt.Fprintf(&b, "  %s now  %s avg  %s", shape.FormatRate(current), shape.FormatRate(avg), formatClock(elapsed))
-	if p.size > 0 && n < p.size {
-		b.WriteString("  ETA ")
-		if rate := current; rate > 0 {
-			b.WriteString(formatClock(time.Duration(float64(p.size-n) / rate * float64(time.Second))))
-		} else {
-			b.WriteString("?")
-		}
-	}
-	s := b.String()
-	pad := max(p.width-len(s), 0)
-	p.width = len(s)
-	return "\r" + s + strings.Repeat(" ", pad)
-}
-
-// formatClock prints a duration as h:mm:ss or m:ss.
-func formatClock(d time.Duration) string {
-	if d < 0 || d > 1e6*time.Hour {
-		return "?"
-	}
-	s := int64(d.Round(time.Second) / time.Second)
-	if s >= 3600 {
-		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
-	}
-	return fmt.Sprintf("%d:%02d", s/60, s%60)
 }

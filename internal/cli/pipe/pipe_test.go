@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +23,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 )
 
-func TestMain(m *testing.M) { clitest.Main(m) }
+func TestMain(m *testing.M) { clitest.MainWithRuntimeDir(m) }
 
 // The built binary copies its input byte for byte, whatever the chunk,
 // burst or warm-up, and it really limits: 2 MB at 40 MB/s from an empty
@@ -141,29 +143,143 @@ func TestParseBurst(t *testing.T) {
 }
 
 // The progress line: bytes (of the size), the rate over the last second,
-// the average, the elapsed time and the time left at the current rate. Each
-// line overwrites the previous one, blanking what is left of a longer one.
+// the average, the elapsed time and the time left at the recent rate, drawn
+// every 250 ms. Each line overwrites the previous one, blanking what is left
+// of a longer one.
 func TestProgressLine(t *testing.T) {
 	p := newProgress(10_000_000)
-	steps := []struct {
-		at   time.Duration
-		n    int64
-		want string
-	}{
-		{250 * time.Millisecond, 250_000, "\r250 kB of 10.0 MB (2%)  1.00 MB/s now  1.00 MB/s avg  0:00  ETA 0:10"},
-		{500 * time.Millisecond, 500_000, "\r500 kB of 10.0 MB (5%)  1.00 MB/s now  1.00 MB/s avg  0:01  ETA 0:10"},
-		{1500 * time.Millisecond, 2_500_000, "\r2.50 MB of 10.0 MB (25%)  2.00 MB/s now  1.67 MB/s avg  0:02  ETA 0:04"},
-		{3 * time.Second, 10_000_000, "\r10.0 MB of 10.0 MB (100%)  5.00 MB/s now  3.33 MB/s avg  0:03" + strings.Repeat(" ", 9)},
-		{4 * time.Second, 10_000_000, "\r10.0 MB of 10.0 MB (100%)  0 B/s now  2.50 MB/s avg  0:04" + strings.Repeat(" ", 4)},
+	want := map[int]string{
+		1:  "\r250 kB of 10.0 MB (2%)  1.00 MB/s now  1.00 MB/s avg  0:00  ETA ?",
+		2:  "\r500 kB of 10.0 MB (5%)  1.00 MB/s now  1.00 MB/s avg  0:01  ETA 0:10",
+		8:  "\r2.00 MB of 10.0 MB (20%)  1.00 MB/s now  1.00 MB/s avg  0:02  ETA 0:08",
+		10: "\r3.00 MB of 10.0 MB (30%)  1.50 MB/s now  1.20 MB/s avg  0:03  ETA 0:06",
+		12: "\r4.00 MB of 10.0 MB (40%)  2.00 MB/s now  1.33 MB/s avg  0:03  ETA 0:05",
+		24: "\r10.0 MB of 10.0 MB (100%)  2.00 MB/s now  1.67 MB/s avg  0:06" + strings.Repeat(" ", 9),
+		28: "\r10.0 MB of 10.0 MB (100%)  500 kB/s now  1.43 MB/s avg  0:07 ",
+		29: "\r10.0 MB of 10.0 MB (100%)  0 B/s now  1.38 MB/s avg  0:07   ",
 	}
-	for _, s := range steps {
-		if got := p.line(s.at, s.n); got != s.want {
-			t.Errorf("line(%v, %d)\n got %q\nwant %q", s.at, s.n, got, s.want)
+	// 1 MB/s for 2 s, then 2 MB/s to the end at 6 s.
+	for tick := 1; tick <= 29; tick++ {
+		n := int64(tick) * 250_000
+		if tick > 8 {
+			n = min(2_000_000+int64(tick-8)*500_000, 10_000_000)
+		}
+		got := p.line(time.Duration(tick)*progressInterval, n)
+		if w, ok := want[tick]; ok && got != w {
+			t.Errorf("line at %v, %d bytes\n got %q\nwant %q", time.Duration(tick)*progressInterval, n, got, w)
 		}
 	}
 	unknown := newProgress(-1)
 	if got, want := unknown.line(time.Second, 1000), "\r1.00 kB  1.00 kB/s now  1.00 kB/s avg  0:01"; got != want {
 		t.Errorf("unknown size: %q, want %q", got, want)
+	}
+}
+
+// etaOf reads the time left off a progress line; ok is false for "ETA ?"
+// and a line without one.
+func etaOf(t *testing.T, line string) (left time.Duration, ok bool) {
+	t.Helper()
+	_, s, found := strings.Cut(line, "ETA ")
+	if !found || strings.HasPrefix(s, "?") {
+		return 0, false
+	}
+	var parts []int
+	for f := range strings.SplitSeq(strings.TrimSpace(s), ":") {
+		v, err := strconv.Atoi(f)
+		require.NoError(t, err, "ETA in %q", line)
+		parts = append(parts, v)
+	}
+	for _, v := range parts {
+		left = left*60 + time.Duration(v)*time.Second
+	}
+	return left, true
+}
+
+// 3 MB at 10 B/s is 83 hours. The smallest default chunk is 1 KiB, so the
+// output grows by 1 KiB every 102.4 s: a rate counted over the last second
+// (1 KiB in it, or nothing) made an ETA of 47 minutes. From the second chunk
+// on, the time left is right to 0.5 %, counting down between chunks, for
+// the first hours of the transfer; before it, it is unknown, never short.
+func TestProgressETASlowChunks(t *testing.T) {
+	const size, chunk = 3_000_000, 1024
+	period := 102400 * time.Millisecond // a chunk's worth at 10 B/s
+	finish := time.Duration((size+chunk-1)/chunk-1) * period
+	p := newProgress(size)
+	known := 0
+	for tick := 1; tick <= int(3*time.Hour/progressInterval); tick++ {
+		at := time.Duration(tick) * progressInterval
+		n := chunk * (int64(at/period) + 1)
+		left, ok := etaOf(t, p.line(at, n))
+		truth := finish - at
+		switch {
+		case ok && at > period+progressInterval && math.Abs(float64(left-truth)) > 0.005*float64(truth):
+			t.Fatalf("at %v: ETA %v, want %v ± 0.5%%", at, left, truth)
+		case ok && left < truth/2:
+			t.Fatalf("at %v (before the second chunk): ETA %v, want %v or unknown", at, left, truth)
+		case !ok && at > period+progressInterval:
+			t.Fatalf("at %v: no ETA", at)
+		case ok:
+			known++
+		}
+	}
+	if known == 0 {
+		t.Fatal("no ETA drawn")
+	}
+}
+
+// When the rate changes (a pipe given a new one with -R), the time left
+// follows within the 30 s window, and the rate now within a second.
+func TestProgressETAFollowsNewRate(t *testing.T) {
+	const size = 100_000_000
+	p := newProgress(size)
+	change := 60 * time.Second
+	n := int64(0)
+	for tick := 1; tick <= int((change+31*time.Second)/progressInterval); tick++ {
+		at := time.Duration(tick) * progressInterval
+		if at <= change {
+			n += 250_000 // 1 MB/s
+		} else {
+			n += 62_500 // 250 kB/s
+		}
+		line := p.line(at, n)
+		left, ok := etaOf(t, line)
+		require.True(t, ok || tick == 1, "at %v: %q", at, line)
+		if at >= change+30*time.Second+progressInterval {
+			if truth := time.Duration(float64(size-n) / 250e3 * float64(time.Second)); math.Abs(float64(left-truth)) > 0.01*float64(truth) {
+				t.Errorf("at %v: ETA %v, want %v at 250 kB/s", at, left, truth)
+			}
+		}
+		if at >= change+nowWindow+progressInterval && !strings.Contains(line, " 250 kB/s now") {
+			t.Errorf("at %v: %q, want 250 kB/s now", at, line)
+		}
+	}
+}
+
+// A transfer that stalls: the rate now drops to 0 a second (and one
+// drawing's gap) later, the time left grows, and is unknown once the 30 s
+// window holds nothing.
+func TestProgressStall(t *testing.T) {
+	p := newProgress(100_000_000)
+	stall := 10 * time.Second
+	var last time.Duration
+	for tick := 1; tick <= int(45*time.Second/progressInterval); tick++ {
+		at := time.Duration(tick) * progressInterval
+		n := int64(min(at, stall) / progressInterval * 250_000)
+		line := p.line(at, n)
+		left, ok := etaOf(t, line)
+		stalled := at - stall
+		if zero := strings.Contains(line, "  0 B/s now"); zero != (stalled >= nowWindow+progressInterval) {
+			t.Errorf("%v after the stall: %q", stalled, line)
+		}
+		switch {
+		case stalled >= etaWindow+progressInterval && ok:
+			t.Errorf("%v after the stall: ETA %v, want ?", stalled, left)
+		case stalled < etaWindow+progressInterval && !ok && tick > 1:
+			t.Errorf("%v after the stall: no ETA", stalled)
+		case stalled > progressInterval && ok && left <= last:
+			t.Errorf("%v after the stall: ETA %v, not more than %v", stalled, left, last)
+		}
+		last = left
 	}
 }
 

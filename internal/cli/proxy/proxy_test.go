@@ -36,6 +36,7 @@ type proxyProc struct {
 	metrics string // host:port of /metrics, if asked
 	stderr  chan string
 	exited  chan int
+	started string // the line it printed when it was ready
 }
 
 // lineTimeout bounds every wait for the proxy to say something.
@@ -51,10 +52,11 @@ func startProxy(t *testing.T, bin string, args ...string) *proxyProc {
 }
 
 // procSetup is how startProxyWith runs the binary: under a wrapper command
-// (prlimit), with more environment variables.
+// (prlimit), with more environment variables, in a directory.
 type procSetup struct {
 	wrap []string
 	env  []string
+	dir  string
 }
 
 func startProxyWith(t *testing.T, ps procSetup, bin string, args ...string) *proxyProc {
@@ -64,6 +66,7 @@ func startProxyWith(t *testing.T, ps procSetup, bin string, args ...string) *pro
 	if ps.env != nil {
 		cmd.Env = append(os.Environ(), ps.env...)
 	}
+	cmd.Dir = ps.dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +122,7 @@ func startProxyWith(t *testing.T, ps procSetup, bin string, args ...string) *pro
 		if m == nil {
 			t.Fatalf("start-up line %q does not name the address", line)
 		}
-		p.addr, p.metrics = m[1], m[2]
+		p.addr, p.metrics, p.started = m[1], m[2], line
 		t.Logf("%s", line)
 	case code := <-p.exited:
 		t.Fatalf("proxy exited with status %d before listening; stderr: %s", code, drain(p.stderr))

@@ -56,7 +56,7 @@ func TestNamesCannotCollide(t *testing.T) {
 	dir := clitest.ScriptDir(t)
 	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, append([]string{"run", "--redis", url, "--name", "col", "--rate", "1/s"}, jobs(5)...)...)
 	assert.Equal(t, command.ExitUsage, code, stderr)
-	assert.Equal(t, "ratelimit run: name \"col\" holds 1e+06/s bytes (a pipe); --join adopts it\n", stderr)
+	assert.Equal(t, clitest.DocQuote(t, "README.md", "ratelimit run: name", `"demo"`, `"col"`)+"\n", stderr, "as the README quotes it")
 	assert.Empty(t, clitest.Recorded(t, dir), "a refused run ran jobs")
 
 	// --join: the run adopts the pipe's rate (5 jobs at 1e6/s).

@@ -126,6 +126,9 @@ type Limit struct {
 	down   bool // start found Redis unreachable and said so
 }
 
+// Name is the name the limit is shared under (--name).
+func (s *Limit) Name() string { return s.cfg.name }
+
 // open makes the limiter. rate is the fleet's rate; opts carry the kind
 // (warm-up or burst). It connects to nothing: see start.
 func (c *Config) open(rate float64, opts ...distributed.Option) (*Limit, error) {

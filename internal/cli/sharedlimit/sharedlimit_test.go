@@ -24,7 +24,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
-func TestMain(m *testing.M) { clitest.Main(m) }
+func TestMain(m *testing.M) { clitest.MainWithRuntimeDir(m) }
 
 // These tests run the built binary against real redis-server processes
 // (internal/redistest): without redis-server they skip, except with CI=true,
@@ -334,6 +334,17 @@ func TestPipeRedisDiesMidRun(t *testing.T) {
 			if code != command.ExitOK || len(out) != len(in) || !strings.Contains(stderr.String(), "going on alone at 1.00 MB/s (fail-open)") {
 				t.Errorf("exit %d, %d of %d bytes out, stderr %q; want everything and a notice", code, len(out), len(in), stderr.String())
 			}
+			// The notice reads as the README quotes it (for two pipes,
+			// each going on at half the rate), but for the reason,
+			// which may be a refused connection or one cut short.
+			quote := clitest.DocQuote(t, "README.md", "ratelimit pipe: redis at 127.0.0.1:6379 cannot be reached",
+				"127.0.0.1:6379", srv.Addr(), "500 kB/s", "1.00 MB/s")
+			head, _, _ := strings.Cut(quote, "dial tcp")
+			_, tail, _ := strings.Cut(quote, "; going on alone")
+			line, _, _ := strings.Cut(stderr.String(), "\n")
+			if !strings.HasPrefix(line, head) || !strings.HasSuffix(line, "; going on alone"+tail) {
+				t.Errorf("notice %q, want it as the README quotes it: %q", line, quote)
+			}
 		})
 	}
 }
@@ -571,6 +582,9 @@ func TestRedisMisconfigured(t *testing.T) {
 		assert.Contains(t, stderr, want, "run %s", url)
 	}
 	check("redis://"+srv.Addr()+"/99", "x", "DB index is out of range")
+	_, stderr, _, _ := clitest.Exec(t, bin, in, "", "pipe", "--redis", "redis://"+srv.Addr()+"/99", "--name", "x", "100MB/s")
+	assert.Equal(t, clitest.DocQuote(t, "README.md", "ratelimit pipe: redis at 127.0.0.1:6379 is not set up", "127.0.0.1:6379", srv.Addr())+"\n",
+		stderr, "as the README quotes it")
 	check("redis+cluster://"+srv.Addr(), "x", "cluster support disabled")
 	// Found by the first lease, not by the start-up PING.
 	check(clitest.RedisURL(srv), "taken", "not the limiter state hash")
