@@ -125,7 +125,7 @@ func TestHugeCostSafe(t *testing.T) {
 		for _, alg := range allAlgorithms {
 			lim := mustNew(t, s, alg, PerMinute(5))
 			mustAllow(t, lim, "k", 2)
-			for _, n := range []int{1 << 31, 1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64} {
+			for _, n := range []int{math.MaxInt32, int(min(1<<31, uint64(math.MaxInt))), int(min(1<<53+1, uint64(math.MaxInt))), math.MaxInt - 1, math.MaxInt} { // as large as int holds, on 386 too
 				d := mustAllow(t, lim, "k", n)
 				if d.Allowed || d.RetryAfter != Never || d.Remaining != 3 {
 					t.Errorf("%v: AllowN(%d) = %+v; want refused, never, 3 remaining", alg, n, d)
