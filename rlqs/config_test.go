@@ -19,8 +19,8 @@ func mustConfig(t testing.TB, content string) *Config {
 	return c
 }
 
-// TestExampleConfig: the file shape of the issue that asked for RLQS
-// loads, with its defaults.
+// TestExampleConfig: the smallest file shape (a domain, buckets with exact
+// and "*" values, a limit per unit) loads, with its defaults.
 func TestExampleConfig(t *testing.T) {
 	c, err := LoadConfig(filepath.Join("testdata", "config", "example.yaml"))
 	if err != nil {
