@@ -12,7 +12,7 @@ import (
 	"os"
 	"syscall"
 
-	"strconv"
+	"github.com/smoothrate/ratelimit/internal/units"
 )
 
 // ErrNotRegular is a configuration file that is not a regular file: a
@@ -63,7 +63,7 @@ func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
 // tooLarge is ErrTooLarge with the bound: "larger than 16MiB: refused".
 type tooLarge struct{ limit int64 }
 
-func (e *tooLarge) Error() string        { return "larger than " + sizeText(e.limit) + ": refused" }
+func (e *tooLarge) Error() string        { return "larger than " + units.SizeText(e.limit) + ": refused" }
 func (e *tooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 // notRegular names what a file is instead of a regular file.
@@ -82,17 +82,4 @@ func notRegular(m fs.FileMode) error {
 		kind = "a device"
 	}
 	return fmt.Errorf("%s, %w: refused (only regular files are read)", kind, ErrNotRegular)
-}
-
-// sizeText is n bytes in the largest binary unit that divides it: "16MiB".
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }

@@ -330,3 +330,18 @@ func period(whole, per string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// SizeText writes n bytes in the largest binary unit that divides it
+// exactly ("32KiB", "256MiB", "1000"), as Size reads it back: a flag's
+// default or a bound is best read that way.
+func SizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

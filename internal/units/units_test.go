@@ -168,3 +168,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestSizeText: a size written in the largest binary unit that divides it,
+// which Size reads back.
+func TestSizeText(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 1000: "1000", 1 << 20: "1MiB", 3 << 19: "1536KiB", 256 << 20: "256MiB", 16 << 30: "16GiB"} {
+		got := units.SizeText(n)
+		if got != want {
+			t.Errorf("SizeText(%d) = %q, want %q", n, got, want)
+		}
+		if back, err := units.Size(got); err != nil || back != n {
+			t.Errorf("Size(%q) = %d, %v; want %d", got, back, err, n)
+		}
+	}
+}

@@ -135,7 +135,7 @@ func (s Size) String() string {
 	if s.P == nil { // the flag package's zero value, for its defaults
 		return "0"
 	}
-	return SizeText(*s.P)
+	return units.SizeText(*s.P)
 }
 
 func (s Size) Set(v string) error {
@@ -144,24 +144,10 @@ func (s Size) Set(v string) error {
 		return err
 	}
 	if n < s.Min || n > s.Max {
-		return fmt.Errorf("want between %s and %s", SizeText(s.Min), SizeText(s.Max))
+		return fmt.Errorf("want between %s and %s", units.SizeText(s.Min), units.SizeText(s.Max))
 	}
 	*s.P = n
 	return nil
-}
-
-// SizeText writes n bytes in the largest binary unit that divides it
-// exactly ("32KiB", "256MiB", "1000"), as a flag's default is best read.
-func SizeText(n int64) string {
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // Plural is one or many, as n says.

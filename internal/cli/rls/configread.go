@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/regularfile"
+	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -57,7 +57,7 @@ func readConfigFiles(path string) configSnapshot {
 	read := func(p string) error {
 		b, st, err := regularfile.Read(p, min(maxConfigFileBytes, maxConfigBytes-total))
 		if errors.Is(err, regularfile.ErrTooLarge) {
-			err = fmt.Errorf("%w (at most %s a file, %s in all)", err, command.SizeText(maxConfigFileBytes), command.SizeText(maxConfigBytes))
+			err = fmt.Errorf("%w (at most %s a file, %s in all)", err, units.SizeText(maxConfigFileBytes), units.SizeText(maxConfigBytes))
 		}
 		if err != nil {
 			return &rls.ConfigError{File: p, Reason: err.Error()}

@@ -28,6 +28,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/internal/tlsfiles"
+	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/rls"
 )
 
@@ -127,7 +128,7 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		if err != nil {
 			return nil, "", nil, nil, err
 		}
-		return m, fmt.Sprintf("memory store (at most %d keys and %s, for the windows and for the additions each)", c.maxKeys, command.SizeText(c.maxBytes)), func() {}, nil, nil
+		return m, fmt.Sprintf("memory store (at most %d keys and %s, for the windows and for the additions each)", c.maxKeys, units.SizeText(c.maxBytes)), func() {}, nil, nil
 	}
 	redisflag.Quiet() // store errors are counted, and logged by the service
 	var sopts []rls.StoreOption
