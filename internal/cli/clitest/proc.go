@@ -30,8 +30,18 @@ type Proc struct {
 // that exits first, or writes none within limit, fails the test.
 func Start(t *testing.T, bin string, env []string, limit time.Duration, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{Cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	p.Cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return Attach(t, cmd, limit)
+}
+
+// Attach is Start for a command the test made itself (the binary under an
+// environment of its own, or in a container): it starts cmd and returns
+// once it has written its first line on standard output.
+func Attach(t *testing.T, cmd *exec.Cmd, limit time.Duration) *Proc {
+	t.Helper()
+	args := cmd.Args[1:]
+	p := &Proc{Cmd: cmd, exited: make(chan struct{})}
 	p.Cmd.Stderr = &p.Stderr
 	out, err := p.Cmd.StdoutPipe()
 	if err != nil {
@@ -77,6 +87,13 @@ func Start(t *testing.T, bin string, env []string, limit time.Duration, args ...
 	}
 	return p
 }
+
+// Exited is closed once the process has exited; Status is then its exit
+// status.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Status is the exit status of a process that has exited (Exited).
+func (p *Proc) Status() int { return p.status }
 
 // Signal sends sig to the process.
 func (p *Proc) Signal(t *testing.T, sig os.Signal) {

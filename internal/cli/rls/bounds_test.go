@@ -309,7 +309,7 @@ func TestRLSHugeValuesBounded(t *testing.T) {
 	for i := range 20 { // warm: the baseline includes what serving costs
 		one("test", fmt.Sprintf("warm-%d", i))
 	}
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	base := procStatus(t, pid, "VmRSS")
 	big := func(n int, i int) string { return fmt.Sprintf("%08d", i) + strings.Repeat("x", n-8) }
 	var wg sync.WaitGroup

@@ -179,7 +179,7 @@ func TestRLSDrain(t *testing.T) {
 	require.NoError(t, err)
 
 	start := time.Now()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	health := func() int {
 		resp, err := http.Get(p.httpURL + "/healthcheck")
 		if err != nil {
@@ -197,15 +197,15 @@ func TestRLSDrain(t *testing.T) {
 	st, err := hs.Check(ctx, &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, st.Status)
-	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.Stderr.String())
 	assert.GreaterOrEqual(t, time.Since(start), 3*time.Second, "the drain window was not kept")
 	p.waitStderr(t, "serving on for 3s (--drain)")
 	p.waitStderr(t, "drain window over")
 
 	// A second signal ends a window of an hour.
 	q := startRLS(t, nil, "--config", cfg, "--drain", "1h")
-	require.NoError(t, q.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, q.Cmd.Process.Signal(syscall.SIGTERM))
 	q.waitStderr(t, "serving on for 1h0m0s")
-	require.NoError(t, q.cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, command.ExitOK, q.wait(), "stderr: %s", q.stderr.String())
+	require.NoError(t, q.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, command.ExitOK, q.wait(), "stderr: %s", q.Stderr.String())
 }

@@ -39,7 +39,7 @@ func (p *rlsProc) warm(entries ...string) {
 	require.Eventually(p.t, func() bool {
 		_, err := p.call(p.t.Context(), "test", entries...)
 		return err == nil
-	}, rlsWait, 10*time.Millisecond, "no answer from the store; stderr: %s", p.stderr.String())
+	}, rlsWait, 10*time.Millisecond, "no answer from the store; stderr: %s", p.Stderr.String())
 }
 
 // TestRLSLargeCallsOnRedis: two callers sending 10 000 descriptors each,
@@ -173,7 +173,7 @@ func TestRLSRedisOutOfMemory(t *testing.T) {
 		assert.Equal(t, codes.Unavailable, status.Code(err), "%s, Redis out of memory: %v", key, err)
 	}
 	p.waitStderr(t, "outage began: ")
-	assert.NotContains(t, p.stderr.String(), "set up wrong")
+	assert.NotContains(t, p.Stderr.String(), "set up wrong")
 	assert.Equal(t, int64(failing), p.metric(`ratelimit_service_should_rate_limit_error{err_type="redis_error"}`))
 	assert.Zero(t, p.metric("ratelimit_service_store_misconfigured"))
 
@@ -181,8 +181,8 @@ func TestRLSRedisOutOfMemory(t *testing.T) {
 	_, err := p.call(t.Context(), "test", "w=after")
 	require.NoError(t, err)
 	p.waitStderr(t, "outage ended after ")
-	m := outageEnd.FindStringSubmatch(p.stderr.String())
-	require.NotNil(t, m, "stderr: %s", p.stderr.String())
+	m := outageEnd.FindStringSubmatch(p.Stderr.String())
+	require.NotNil(t, m, "stderr: %s", p.Stderr.String())
 	assert.Equal(t, strconv.Itoa(failing), m[1], "the outage's end counts every call it failed: %s", m[0])
 }
 
@@ -222,8 +222,8 @@ func TestRLSRedisKilledUnderLoad(t *testing.T) {
 	srv.Restart()
 	p.warm("k=back")
 	p.waitStderr(t, "outage ended after ")
-	m := outageEnd.FindStringSubmatch(p.stderr.String())
-	require.NotNil(t, m, "stderr: %s", p.stderr.String())
+	m := outageEnd.FindStringSubmatch(p.Stderr.String())
+	require.NotNil(t, m, "stderr: %s", p.Stderr.String())
 	n, _ := strconv.Atoi(m[1])
 	assert.GreaterOrEqual(t, n, failed, "the outage's end counts the calls it failed: %s", strings.TrimSpace(m[0]))
 }

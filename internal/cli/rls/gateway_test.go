@@ -142,7 +142,7 @@ func (p *rlsProc) health() (int, string) {
 func (p *rlsProc) waitHealth(t *testing.T, code int) {
 	t.Helper()
 	require.Eventually(t, func() bool { c, _ := p.health(); return c == code }, rlsWait, 10*time.Millisecond,
-		"/healthcheck never answered %d; stderr: %s", code, p.stderr.String())
+		"/healthcheck never answered %d; stderr: %s", code, p.Stderr.String())
 }
 
 // TestRLSXDSGateway: started as Envoy Gateway starts the reference (no
@@ -228,13 +228,13 @@ func TestRLSXDSForceStart(t *testing.T) {
 
 	// SIGHUP reloads files; from xDS it changes nothing, and does not
 	// stop the service.
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGHUP))
 	resp, err = p.callRoute(ctx, "default/eg/http")
-	require.NoError(t, err, "after SIGHUP; stderr: %s", p.stderr.String())
+	require.NoError(t, err, "after SIGHUP; stderr: %s", p.Stderr.String())
 	assert.Equal(t, uint32(1), resp.Statuses[0].LimitRemaining)
 	select {
-	case <-p.exited:
-		t.Fatalf("SIGHUP stopped the service (status %d)", p.status)
+	case <-p.Exited():
+		t.Fatalf("SIGHUP stopped the service (status %d)", p.Status())
 	default:
 	}
 }
@@ -337,8 +337,8 @@ func TestRLSUDS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint32(1), resp.Statuses[0].LimitRemaining)
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.Stderr.String())
 	_, err = os.Lstat(sock)
 	assert.True(t, os.IsNotExist(err), "the socket file is left: %v", err)
 }
@@ -399,12 +399,12 @@ func TestRLSHealthStopping(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, st.Status)
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	st, err = watch.Recv()
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, st.Status)
 	cancel() // a watch would hold the graceful stop
-	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.Stderr.String())
 }
 
 // broadNarrow is a broad limit (10 a day) and a narrow one (2 a day).
@@ -480,9 +480,9 @@ func TestRLSRedisTLS(t *testing.T) {
 	} {
 		p := startRLS(t, c.env, append([]string{"--config", cfg}, c.args...)...)
 		resp, err := p.call(t.Context(), "test", "k=x")
-		require.NoError(t, err, "%v %v; stderr: %s", c.env, c.args, p.stderr.String())
+		require.NoError(t, err, "%v %v; stderr: %s", c.env, c.args, p.Stderr.String())
 		assert.Equal(t, uint32(10-1-i), resp.Statuses[0].LimitRemaining, "%v %v: the count is shared through Redis", c.env, c.args)
-		assert.NotContains(t, p.stderr.String(), "does not answer")
+		assert.NotContains(t, p.Stderr.String(), "does not answer")
 	}
 	assert.Contains(t, srv.CLI("KEYS", "*"), "test_k_x_")
 }

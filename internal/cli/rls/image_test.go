@@ -98,7 +98,7 @@ func TestImage(t *testing.T) {
 	ctx := t.Context()
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 		resp, err := p.callRoute(ctx, "default/eg/http")
-		require.NoError(t, err, "call %d; stderr: %s", i, p.stderr.String())
+		require.NoError(t, err, "call %d; stderr: %s", i, p.Stderr.String())
 		assert.Equal(t, want, resp.OverallCode, "call %d", i)
 		assert.Equal(t, uint32(2), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit(), "call %d", i)
 	}
@@ -109,8 +109,8 @@ func TestImage(t *testing.T) {
 	if out, err := stop.CombinedOutput(); err != nil {
 		t.Fatalf("podman stop: %v\n%s", err, out)
 	}
-	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
-	assert.Contains(t, p.stderr.String(), "shutting down")
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.Stderr.String())
+	assert.Contains(t, p.Stderr.String(), "shutting down")
 }
 
 // belowLimit is "n:n" for a ulimit of the container no higher than this

@@ -69,7 +69,7 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 
 		// SIGHUP reads again at once, and refuses again.
 		errs++
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGHUP))
 		p.waitMetric("ratelimit_service_config_load_error", errs)
 
 		// The configuration edited, and the file gone: loaded. (In this
@@ -85,8 +85,8 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 	// A pipe that stays: SIGTERM still exits, at once (after --drain).
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "stays.yaml"), 0o644))
 	p.waitMetric("ratelimit_service_config_load_error", errs+1)
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.Stderr.String())
 }
 
 // TestRLSCheckNonRegular: --check on a named pipe, or on a directory that

@@ -54,7 +54,7 @@ func TestRLSRedisKilled(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := p.call(ctx, "test", "k=x")
 		return err == nil
-	}, rlsWait, 20*time.Millisecond, "no answer after Redis restarted; stderr: %s", p.stderr.String())
+	}, rlsWait, 20*time.Millisecond, "no answer after Redis restarted; stderr: %s", p.Stderr.String())
 	p.waitStderr(t, "outage ended after ")
 }
 
@@ -164,14 +164,14 @@ func TestRLSGracefulStop(t *testing.T) {
 		}()
 	}
 	p.waitMetric("ratelimit_service_calls_in_flight", n)
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "shutting down") },
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { return strings.Contains(p.Stderr.String(), "shutting down") },
 		rlsWait, 10*time.Millisecond)
 	srv.Resume()
 	for range n {
 		assert.NoError(t, <-errs)
 	}
-	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.stderr.String())
+	assert.Equal(t, command.ExitOK, p.wait(), "stderr: %s", p.Stderr.String())
 }
 
 // TestRLSRefusalCache: with --refusal-cache (or the reference's

@@ -88,8 +88,8 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 	assert.Equal(t, uint32(5), p.limitOf("k"))
 	assert.Equal(t, uint32(3), p.limitOf("m"), "the whole file is in force")
 	assert.Equal(t, loads+1, p.metric("ratelimit_service_config_load_success"), "the half file was never loaded")
-	assert.Equal(t, 1, strings.Count(p.stderr.String(), "configuration reloaded"), "stderr: %s", p.stderr.String())
-	assert.Equal(t, 1, strings.Count(p.stderr.String(), waiting))
+	assert.Equal(t, 1, strings.Count(p.Stderr.String(), "configuration reloaded"), "stderr: %s", p.Stderr.String())
+	assert.Equal(t, 1, strings.Count(p.Stderr.String(), waiting))
 
 	// A file written an hour ago, renamed into place: loaded at the
 	// first look, without waiting for a second.
@@ -100,12 +100,12 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 	require.NoError(t, os.Rename(tmp, cfg))
 	p.waitMetric("ratelimit_service_config_load_success", loads+2)
 	assert.Equal(t, uint32(7), p.limitOf("m"))
-	assert.Equal(t, 1, strings.Count(p.stderr.String(), waiting), "an old file does not wait: stderr: %s", p.stderr.String())
+	assert.Equal(t, 1, strings.Count(p.Stderr.String(), waiting), "an old file does not wait: stderr: %s", p.Stderr.String())
 
 	// SIGHUP: the operator says the files are complete; loaded at once,
 	// fresh as they are.
 	writeFile(t, cfg, stableHalf)
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGHUP))
 	p.waitMetric("ratelimit_service_config_load_success", loads+3)
 	resp, err := p.call(t.Context(), "test", "m=x")
 	require.NoError(t, err)

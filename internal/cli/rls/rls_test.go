@@ -7,10 +7,8 @@ package rls
 // counter on /metrics, an answer), polled with a deadline, never for time.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,16 +45,13 @@ const rlsWait = 15 * time.Second
 
 // rlsProc is a running `ratelimit rls`.
 type rlsProc struct {
+	*clitest.Proc
 	t           *testing.T
-	cmd         *exec.Cmd
-	stderr      clitest.LockedBuffer
 	grpcAddr    string
 	httpURL     string
 	metricsURL  string // http://host:port
 	metricsPath string
 	client      rlsv3.RateLimitServiceClient
-	exited      chan struct{}
-	status      int
 }
 
 var rlsBanner = regexp.MustCompile(`gRPC on (\S+)(?: \([^)]*\))?, HTTP on (http://[^,;]+)(?:, metrics on (http://[^/;]+)(/[^;]*))?;`)
@@ -99,49 +94,12 @@ func launchWrapped(t *testing.T, wrap, env, full []string) *rlsProc {
 // container), waits for its banner and connects a client with creds.
 func attachRLS(t *testing.T, cmd *exec.Cmd, creds credentials.TransportCredentials) *rlsProc {
 	t.Helper()
-	args := cmd.Args[1:]
-	p := &rlsProc{t: t, cmd: cmd, exited: make(chan struct{})}
-	p.cmd.Stderr = &p.stderr
-	out, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		err := p.cmd.Wait()
-		p.status = 0
-		if exit, ok := errors.AsType[*exec.ExitError](err); ok {
-			p.status = exit.ExitCode()
-			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.status = 128 + int(ws.Signal())
-			}
-		}
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(out)
-		s, _ := r.ReadString('\n')
-		line <- s
-		_, _ = io.Copy(io.Discard, r)
-	}()
-	select {
-	case s := <-line:
-		m := rlsBanner.FindStringSubmatch(s)
-		if m == nil {
-			<-p.exited
-			t.Fatalf("rls %q: no banner (status %d): %q\nstderr: %s", args, p.status, s, p.stderr.String())
-		}
-		p.grpcAddr, p.httpURL, p.metricsURL, p.metricsPath = m[1], m[2], m[3], m[4]
-	case <-time.After(rlsWait):
-		t.Fatalf("rls %q: no banner within %v; stderr: %s", args, rlsWait, p.stderr.String())
+	p := &rlsProc{t: t, Proc: clitest.Attach(t, cmd, rlsWait)}
+	m := rlsBanner.FindStringSubmatch(p.Banner)
+	if m == nil {
+		t.Fatalf("rls %q: no banner: %q\nstderr: %s", cmd.Args[1:], p.Banner, p.Stderr.String())
 	}
+	p.grpcAddr, p.httpURL, p.metricsURL, p.metricsPath = m[1], m[2], m[3], m[4]
 	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
@@ -186,28 +144,22 @@ func (p *rlsProc) metric(name string) int64 {
 func (p *rlsProc) waitMetric(name string, want int64) {
 	p.t.Helper()
 	require.Eventually(p.t, func() bool { return p.metric(name) >= want }, rlsWait, 10*time.Millisecond,
-		"%s never reached %d (last %d); stderr: %s", name, want, p.metric(name), p.stderr.String())
+		"%s never reached %d (last %d); stderr: %s", name, want, p.metric(name), p.Stderr.String())
 }
 
 // waitStderr waits, boundedly, until the service has written want on its
 // standard error: a line written just before or after an answer or a
-// metric reaches p.stderr through a pipe, a little later.
+// metric reaches p.Stderr through a pipe, a little later.
 func (p *rlsProc) waitStderr(t *testing.T, want string) {
 	t.Helper()
-	assert.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), want) },
-		rlsWait, 10*time.Millisecond, "%q never written; stderr: %s", want, p.stderr.String())
+	assert.Eventually(t, func() bool { return strings.Contains(p.Stderr.String(), want) },
+		rlsWait, 10*time.Millisecond, "%q never written; stderr: %s", want, p.Stderr.String())
 }
 
 // wait waits for the process to exit and returns its status.
 func (p *rlsProc) wait() int {
 	p.t.Helper()
-	select {
-	case <-p.exited:
-		return p.status
-	case <-time.After(rlsWait):
-		p.t.Fatalf("rls still running %v after it was told to stop; stderr: %s", rlsWait, p.stderr.String())
-		return -1
-	}
+	return p.Wait(p.t, rlsWait)
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -369,7 +321,7 @@ func TestRLSReloadSIGHUP(t *testing.T) {
 	p := startRLS(t, nil, "--config", cfg, "--reload-interval", "1h")
 	loads := p.metric("ratelimit_service_config_load_success")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 7))
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGHUP))
 	p.waitMetric("ratelimit_service_config_load_success", loads+1)
 	resp, err := p.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
