@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,8 +37,17 @@ import (
 const mainPackage = "github.com/smoothrate/ratelimit/cmd/ratelimit"
 
 // Main is the TestMain of a package whose tests run the binary: it lets
-// the race-built binary exit at once and removes it after the tests.
+// the race-built binary exit at once, runs more parallel tests at once
+// than there are processors (see waitingParallel) and removes the binary
+// after the tests.
 func Main(m *testing.M) { main(m, false) }
+
+// waitingParallel is how many of its parallel tests (t.Parallel) a
+// package of Main's runs at once per processor, unless -parallel says
+// otherwise (go test's default is one per processor). Its tests mostly
+// wait: on the processes they started, on a reload's next look, on a
+// drain window, on a schedule of arrivals.
+const waitingParallel = 4
 
 // MainWithRuntimeDir is Main for the packages whose tests run pipes, and
 // kill some: the pipes put their control sockets in a runtime directory
@@ -50,6 +61,12 @@ func main(m *testing.M, runtimeDir bool) {
 		// late reports from other goroutines); the binary's runs here
 		// are many and short. A GORACE of the caller's still wins.
 		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
+	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); p != nil && !given {
+		_ = p.Value.Set(strconv.Itoa(waitingParallel * runtime.GOMAXPROCS(0)))
 	}
 	rtDir := ""
 	if runtimeDir {
