@@ -226,7 +226,7 @@ func raiseWithin(now time.Time, free float64, cs []*claimant) {
 	if cost(top) > free {
 		lo, hi := 0.0, top
 		for range 64 {
-			mid := lo + (hi-lo)/2
+			mid := lo + float64((hi-lo)/2)
 			if cost(mid) <= free {
 				lo = mid
 			} else {

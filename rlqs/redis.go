@@ -136,7 +136,7 @@ func claimArgs(now int64, c *claim, op float64, live time.Duration) []byte {
 		if !(d > 0) {
 			continue
 		}
-		k := math.Floor(math.Log2(d)*16 + 0.5)
+		k := math.Floor(float64(math.Log2(d)*16) + 0.5)
 		if counts[k] == 0 {
 			order = append(order, k)
 		}

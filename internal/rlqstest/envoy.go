@@ -442,7 +442,7 @@ func newTokenBucket(tb *typev3.TokenBucket, now time.Time) *tokenBucket {
 }
 
 func (t *tokenBucket) consume(now time.Time) bool {
-	t.tokens = min(t.max, t.tokens+now.Sub(t.last).Seconds()*t.rate)
+	t.tokens = min(t.max, t.tokens+float64(now.Sub(t.last).Seconds()*t.rate))
 	t.last = now
 	if t.tokens >= 1 {
 		t.tokens--
