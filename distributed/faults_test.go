@@ -18,6 +18,7 @@ import (
 // TestWrongTypeKey: a foreign key of another type under the limiter's name
 // is reported, never overwritten, and never turns into admissions.
 func TestWrongTypeKey(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	srv.CLI("SET", "ratelimit:{wt}:state", "not a hash")
@@ -62,6 +63,7 @@ func TestWrongTypeKey(t *testing.T) {
 // TestScriptFlushAndFlushAll: NOSCRIPT is handled by EVAL; a flushed state
 // is recreated with the newest config version the fleet knows.
 func TestScriptFlushAndFlushAll(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -97,6 +99,7 @@ func TestScriptFlushAndFlushAll(t *testing.T) {
 // its fallback share R/N_last; after a restart on the same port it returns
 // to leasing.
 func TestKillRestartFailOpen(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	const rate = 400.0
@@ -177,6 +180,7 @@ func TestPausedServerFailClosed(t *testing.T) {
 // TestCluster runs two processes against a 3-primary Redis Cluster through
 // redis.ClusterClient: both keys land in one slot, and the bound holds.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3)
 	mk := func() *redis.ClusterClient {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
@@ -228,6 +232,7 @@ func TestCluster(t *testing.T) {
 // TestFailOpenSafeRate: a configured safe rate replaces R / N_last while
 // Redis is down.
 func TestFailOpenSafeRate(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	l := newSim(t, newClient(t, srv), "safe", "p", 1000, base, WithSafeRate(20), WithCallTimeout(time.Second))
@@ -268,6 +273,7 @@ func (c cuttable) Write(p []byte) (int, error) {
 // share R/2; the other, once the lost one's registry entry expires, gets the
 // whole rate: the fleet admits up to R·(1 + k/N), as documented.
 func TestPartition(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var cut atomic.Bool
 	dialer := &net.Dialer{}
@@ -317,6 +323,7 @@ func TestPartition(t *testing.T) {
 // TestNoRefundToARecreatedState: permits leased before FLUSHALL are not
 // refunded into the state recreated after it (it never debited them).
 func TestNoRefundToARecreatedState(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -344,6 +351,7 @@ func TestNoRefundToARecreatedState(t *testing.T) {
 // (never the full R per process); with a safe rate it runs at that rate.
 // Both lease as soon as Redis answers.
 func TestFailOpenBeforeFirstLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.Kill()
 	base := clocktest.NewFake()
@@ -383,6 +391,7 @@ func TestFailOpenBeforeFirstLease(t *testing.T) {
 // a caller polling every 8.3 ms at a share of 50/s got one permit per
 // 25 ms (40/s), and one polling every 16.7 ms one per 33 ms (30/s).
 func TestFallbackAdmitsItsShare(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	const share = 50.0
@@ -437,6 +446,7 @@ func TestFallbackAdmitsItsShare(t *testing.T) {
 // deadline the caller did set still surfaces as context.DeadlineExceeded.
 // Real time: each call waits at most the 50 ms timeout.
 func TestCallTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.Pause()
 	closed, err := New(newClient(t, srv), "ctimeout", 100, WithFailurePolicy(FailClosed), WithCallTimeout(50*time.Millisecond))

@@ -201,6 +201,7 @@ func (r fleetRun) admitted(from, to time.Duration) int64 {
 // demand, R/N_last per process once Redis is gone, and every process back
 // to leasing after the restart. With -plot it also writes the SVG.
 func TestFleetPlot(t *testing.T) {
+	t.Parallel()
 	r := runFleet(t)
 	n := len(fleetProcs)
 	for i, p := range fleetProcs {

@@ -27,6 +27,7 @@ import (
 // slots and steps back, rates change, refunds and departures happen, and
 // some leases ask to join; bursty and warming-up alike.
 func TestHotPathMatchesLeaseScript(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	for _, tc := range []struct {
@@ -152,6 +153,7 @@ func hotTrial(t *testing.T, c *redis.Client, kind string, rate0, warmup float64,
 // numbers would; a negative, NaN or out-of-range count is refused, as a
 // malformed array reply is.
 func TestParseHotReply(t *testing.T) {
+	t.Parallel()
 	ok := packDoubles(5, 1000, 2000, 101000, 3, 7, 1000, 1000, 1.78e15)
 	r, err := parseReply(ok)
 	if err != nil {

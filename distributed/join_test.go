@@ -17,6 +17,7 @@ import (
 // rate, kind or unit adopts the stored limiter and says so in Stats (a job
 // limit at 1/s joining a byte limit at 1e6/s is not silent).
 func TestJoinMismatchIsReported(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	bytes := newSim(t, newClient(t, srv), "col", "pipe", 1e6, base, WithUnit("bytes"))
@@ -58,6 +59,7 @@ func TestJoinMismatchIsReported(t *testing.T) {
 // and reports ErrNameMismatch (and ErrMisconfigured: it does not fail open
 // at its safe rate).
 func TestJoinMismatchRefused(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -99,6 +101,7 @@ func TestJoinMismatchRefused(t *testing.T) {
 // is refused before it does any work; once the name is free (its state
 // gone), the same limiter joins it with its own rate and unit.
 func TestJoinBeforeWork(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()

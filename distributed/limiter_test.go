@@ -15,6 +15,7 @@ import (
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	cases := []struct {
@@ -69,6 +70,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 }
 
 func TestRejectedCallsChangeNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l, err := New(newClient(t, srv), "bad", 10)
 	if err != nil {
@@ -107,6 +109,7 @@ func TestRejectedCallsChangeNothing(t *testing.T) {
 // TestSingleProcessSchedule checks the simplest schedule exactly: one
 // process, explicit Redis time, 10 permits/s bursty starting empty.
 func TestSingleProcessSchedule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	l, err := New(newClient(t, srv), "one", 10, withSim(base), WithLocalClock(base), WithMaxBurstSeconds(0))

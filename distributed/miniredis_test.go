@@ -53,6 +53,7 @@ func syncCalls() Option {
 // lease for lease. On redis-server the script is given the fake time; on
 // miniredis it reads TIME, which follows the fake clock through SetTime.
 func TestMiniredisLeases(t *testing.T) {
+	t.Parallel()
 	run := func(c redis.UniversalClient, base *clocktest.Fake, opts ...Option) ([]int64, []Stats) {
 		var lims []*Limiter
 		for _, pid := range []string{"a", "b", "c"} {
@@ -100,6 +101,7 @@ func TestMiniredisLeases(t *testing.T) {
 // the name is a misconfiguration (no fallback), and a server that says it
 // is loading is an outage (the fail-open fallback runs).
 func TestMiniredisMisconfigured(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
@@ -133,6 +135,7 @@ func TestMiniredisMisconfigured(t *testing.T) {
 // miniredis too. (Its Lua's math.huge is the largest finite double, so the
 // scripts write their infinity as 1 / 0.)
 func TestMiniredisUnlimited(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })

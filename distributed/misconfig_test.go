@@ -20,6 +20,7 @@ import (
 // error is now a configuration error (ErrMisconfigured, not ErrUnavailable)
 // and the limiter refuses instead of failing open, even with a safe rate.
 func TestMisconfiguredRedisIsNotAnOutage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	// Another program's value where the limiter keeps its state.
 	srv.CLI("SET", "ratelimit:{taken}:state", "a string, not a hash")
@@ -80,6 +81,7 @@ func TestMisconfiguredRedisIsNotAnOutage(t *testing.T) {
 // TestMisconfigurationClass: the server's replies that no retry can fix, and
 // some that a retry can.
 func TestMisconfigurationClass(t *testing.T) {
+	t.Parallel()
 	for _, msg := range []string{
 		"ERR DB index is out of range",
 		"NOAUTH Authentication required.",
@@ -111,6 +113,7 @@ func TestMisconfigurationClass(t *testing.T) {
 // that a caller (the ratelimit command's notices) need not restate the
 // formula: the safe rate during an outage, 0 when failing closed.
 func TestStatsFallbackRate(t *testing.T) {
+	t.Parallel()
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = down.Close() })
 	for _, tc := range []struct {
@@ -135,6 +138,7 @@ func TestStatsFallbackRate(t *testing.T) {
 // dials first while the server is not known to be reachable
 // (redisscript.Gate).
 func TestRedisNowhereLogsNothing(t *testing.T) {
+	t.Parallel()
 	log := redistest.CaptureClientLog(t)
 	addr := redistest.ClosedAddr(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialerRetries: 1}) // a failed dial logs before the call returns

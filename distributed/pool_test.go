@@ -17,6 +17,7 @@ import (
 // yet lapsed, what lapsed is counted once, and a take never succeeds with
 // fewer permits held than asked.
 func TestPoolBookkeeping(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	l := &Limiter{nextLapse: math.MaxInt64}
 	var now time.Duration
@@ -82,6 +83,7 @@ func TestPoolBookkeeping(t *testing.T) {
 // alone they would reach about 15 % of it after 150 ms (1 − e^(−0.15)),
 // and prefetched leases would run dry before their refill arrived.
 func TestLeaseSizeFollowsRisingDemand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	l := newSim(t, newClient(t, srv), "rise", "p", 1e6, base)
@@ -107,6 +109,7 @@ func TestLeaseSizeFollowsRisingDemand(t *testing.T) {
 // while the samples are lumpy (a faster average passed that noise on to
 // the others' shares).
 func TestReportedDemand(t *testing.T) {
+	t.Parallel()
 	l := &Limiter{cfg: config{leaseDuration: 100 * time.Millisecond}}
 	var now time.Duration
 	// 120/s for 3 s, one request every 1/120 s.

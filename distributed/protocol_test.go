@@ -73,6 +73,7 @@ func drive(base *clocktest.Fake, d time.Duration, perSecond float64, lims ...*Li
 // rescaling happens once, in Redis, and the other process learns the new
 // rate from its next lease without applying it again.
 func TestSetRateAppliesOnceFleetWide(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -121,6 +122,7 @@ func TestSetRateAppliesOnceFleetWide(t *testing.T) {
 // TestCloseRefundsAndLeaves: Close gives the unspent permits back (rolling
 // nextFreeTicket back by their price) and leaves the registry.
 func TestCloseRefundsAndLeaves(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -158,6 +160,7 @@ func TestCloseRefundsAndLeaves(t *testing.T) {
 // TestRefundOnlyForCurrentVersion: permits leased before a rate change are
 // not refunded (their price was set by the old rate).
 func TestRefundOnlyForCurrentVersion(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -187,6 +190,7 @@ func TestRefundOnlyForCurrentVersion(t *testing.T) {
 // TestEveryKeyHasATTL: both keys (the state, with the registry in it, and
 // the demand histogram) expire, with the 1 s floor.
 func TestEveryKeyHasATTL(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -208,6 +212,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 // TestLeasesLapse: permits not spent within their validity are dropped,
 // never spent late.
 func TestLeasesLapse(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	l := newSim(t, newClient(t, srv), "lapse", "p", 100, base, WithLeaseValidity(time.Second))
@@ -227,6 +232,7 @@ func TestLeasesLapse(t *testing.T) {
 // TestDeadProcessesLeaveTheRegistry: a process that stops calling is
 // forgotten after the registry TTL, and the survivors' fair share grows.
 func TestDeadProcessesLeaveTheRegistry(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	a := newSim(t, newClient(t, srv), "dead", "a", 1000, base)
@@ -252,6 +258,7 @@ func TestDeadProcessesLeaveTheRegistry(t *testing.T) {
 // TestClockJumpBackIsClamped: if the Redis clock steps back by an hour,
 // the fleet is locked out for at most about a second, not an hour.
 func TestClockJumpBackIsClamped(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	var offset int64
@@ -283,6 +290,7 @@ func TestClockJumpBackIsClamped(t *testing.T) {
 // TestRefundWhenDemandDrops: permits held for a demand that has gone are
 // given back to the fleet instead of lapsing.
 func TestRefundWhenDemandDrops(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	base := clocktest.NewFake()
@@ -310,6 +318,7 @@ func TestRefundWhenDemandDrops(t *testing.T) {
 // TestInfiniteRate: +Inf means unlimited, fleet-wide, and SetRate back to
 // a finite rate limits again.
 func TestInfiniteRate(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	base := clocktest.NewFake()
 	l := newSim(t, newClient(t, srv), "inf", "p", math.Inf(1), base)

@@ -173,6 +173,7 @@ func TestAcquireHonoursDeadline(t *testing.T) {
 // it waits for its permits to become usable puts them back in the pool; the
 // next Acquire uses them without another Redis call.
 func TestAcquireCancelledGivesPermitsBack(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l, err := New(newClient(t, srv), "cancel", 10, WithProcessID("p"), WithCallTimeout(time.Second), WithMaxBurstSeconds(0))
 	if err != nil {

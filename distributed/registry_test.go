@@ -72,6 +72,7 @@ func maxMin(rate float64, demands []float64) []float64 {
 // each demand to 1/16 octave (2.2 %), and the cached level is at most 10 ms
 // old (the probes come 20 ms after the last registration).
 func TestFairShareCloseToMaxMin(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	const rate = 1e6
@@ -121,6 +122,7 @@ func TestFairShareCloseToMaxMin(t *testing.T) {
 // 0.5 s and 1 s (the registry TTL) plus one level refresh after its last
 // call, and the survivor's share grows to the whole rate.
 func TestDeadProcessStopsCountingWithinASecond(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	sc := scriptCaller{t: t, c: newClient(t, srv), keys: keysOf("reclaim"), rate: 1000}
 	var last int64
@@ -155,6 +157,7 @@ func TestDeadProcessStopsCountingWithinASecond(t *testing.T) {
 // runs the same few Redis commands as with one, and never reads the whole
 // registry (HGETALL only ever reads the small demand histogram).
 func TestLeaseCostIndependentOfFleet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	for _, n := range []int{1, 2000} {

@@ -51,6 +51,7 @@ func (a *attempts) Pop() any {
 // the server's µs per script, so that the Redis time per real second a
 // fleet that size needs can be read off: scripts/s × µs.
 func TestFleetAtScale(t *testing.T) {
+	t.Parallel()
 	var sizes []int
 	for _, f := range strings.Split(*fleetSim, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

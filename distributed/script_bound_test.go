@@ -19,6 +19,7 @@ import (
 // largest lease. This is the debit-before-spend invariant, refunds
 // included.
 func TestScriptBoundWithRefunds(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	const (
@@ -134,6 +135,7 @@ func TestScriptBoundWithRefunds(t *testing.T) {
 // permits' price, but never before the present: time that has passed is
 // not given back.
 func TestRefundNeverBeforeNow(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	keys := keysOf("rb")

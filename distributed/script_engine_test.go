@@ -53,6 +53,7 @@ func same(a, b float64) bool {
 // operations, and requires identical moments, nextFreeTicket, stored
 // permits, max permits and rates after every step.
 func TestScriptMatchesEngine(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = c.Close() })

@@ -132,6 +132,7 @@ func jain(x []int64) float64 {
 // and checks the long-run bound exactly, the utilization, Jain's fairness
 // index and the Redis calls per process per second.
 func TestFleetBoundUtilizationFairness(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const rate = 1000.0
 	sc := simConfig{
@@ -178,6 +179,7 @@ func TestFleetBoundUtilizationFairness(t *testing.T) {
 // large one: the small one must get all it asks for, the others an equal
 // split of the rest.
 func TestFleetMaxMinFairness(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const rate = 1000.0
 	sc := simConfig{
@@ -216,6 +218,7 @@ func TestFleetMaxMinFairness(t *testing.T) {
 // of a single Go engine (microsecond mode) serving the same total demand,
 // within one lease per process.
 func TestFleetSharesOneWarmUp(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const rate = 400.0
 	warm := 2 * time.Second

@@ -15,6 +15,7 @@ import (
 // hung server unless the client lets contexts bound its socket I/O; New
 // says so once, through the optional logger, and only then.
 func TestWarnsWithoutContextTimeout(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	for _, tc := range []struct {

@@ -16,6 +16,7 @@ import (
 // called the nil client and killed the process; every method must refuse
 // instead, with ratelimit.ErrNotInitialized where it returns an error.
 func TestZeroLimiter(t *testing.T) {
+	t.Parallel()
 	var l Limiter
 	_, err := l.Acquire(context.Background(), 1)
 	assert.ErrorIs(t, err, ratelimit.ErrNotInitialized)
@@ -29,6 +30,7 @@ func TestZeroLimiter(t *testing.T) {
 // TestTypedNilClient: a nil *redis.Client in the interface is not == nil;
 // New must refuse it as it refuses a nil interface.
 func TestTypedNilClient(t *testing.T) {
+	t.Parallel()
 	l, err := New((*redis.Client)(nil), "x", 1)
 	assert.ErrorIs(t, err, ErrNilClient)
 	assert.Nil(t, l)
@@ -42,6 +44,7 @@ type panickyClient struct{ redis.UniversalClient }
 // runs a Redis call, becomes that call's error instead of ending the
 // process.
 func TestClientPanicIsAnError(t *testing.T) {
+	t.Parallel()
 	l, err := New(panickyClient{}, "x", 10, WithFailurePolicy(FailClosed))
 	require.NoError(t, err)
 	_, err = l.Acquire(context.Background(), 1)

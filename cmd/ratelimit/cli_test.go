@@ -25,6 +25,7 @@ import (
 // both now read the same numbers, and a number too large is called that,
 // not "not a number".
 func TestOneGrammar(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	code := dispatch([]string{"pipe", "1e9"}, strings.NewReader("data"), &stdout, &stderr)
 	assert.Equal(t, command.ExitOK, code, "pipe 1e9: %s", stderr.String())
@@ -76,6 +77,7 @@ func TestOneGrammar(t *testing.T) {
 // TestVersion: --version prints the module version the go tool recorded in
 // the binary, the one "go version -m" reads.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	out, err := exec.Command("go", "version", "-m", bin).Output()
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 // MOVED answers (and requests failing open) forever. rls has its own
 // case in TestRLSRedisCluster.
 func TestClusterNodeAsServer(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3)
 	bin := clitest.Binary(t)
 	url := "redis://" + cl.Addrs()[0]

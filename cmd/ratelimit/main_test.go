@@ -14,6 +14,7 @@ func TestMain(m *testing.M) { clitest.Main(m) }
 // the list of commands on stderr and nothing else done; help lists the
 // commands, and "help COMMAND" prints a command's usage on stdout.
 func TestDispatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -48,6 +49,7 @@ func TestDispatch(t *testing.T) {
 // TestExitStatus: the process exits with the status dispatch returns, as
 // the commands' in-process tests assume.
 func TestExitStatus(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	for _, tc := range []struct {
 		args   []string

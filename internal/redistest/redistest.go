@@ -138,6 +138,9 @@ func (s *Server) launch() error {
 		"--daemonize", "no",
 		"--loglevel", "notice",
 		"--logfile", "",
+		// A replica's first sync starts at once, not after the 5 s
+		// Redis 7 waits by default for more replicas to share it.
+		"--repl-diskless-sync-delay", "0",
 	}
 	if s.tls != nil {
 		args = append(append(args, "--tls-port", strconv.Itoa(s.TLSPort)), s.tls...)

@@ -12,14 +12,18 @@ package clitest
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,8 +37,17 @@ import (
 const mainPackage = "github.com/smoothrate/ratelimit/cmd/ratelimit"
 
 // Main is the TestMain of a package whose tests run the binary: it lets
-// the race-built binary exit at once and removes it after the tests.
+// the race-built binary exit at once, runs more parallel tests at once
+// than there are processors (see waitingParallel) and removes the binary
+// after the tests.
 func Main(m *testing.M) { main(m, false) }
+
+// waitingParallel is how many of its parallel tests (t.Parallel) a
+// package of Main's runs at once per processor, unless -parallel says
+// otherwise (go test's default is one per processor). Its tests mostly
+// wait: on the processes they started, on a reload's next look, on a
+// drain window, on a schedule of arrivals.
+const waitingParallel = 4
 
 // MainWithRuntimeDir is Main for the packages whose tests run pipes, and
 // kill some: the pipes put their control sockets in a runtime directory
@@ -49,10 +62,16 @@ func main(m *testing.M, runtimeDir bool) {
 		// are many and short. A GORACE of the caller's still wins.
 		os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
 	}
-	runtime := ""
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); p != nil && !given {
+		_ = p.Value.Set(strconv.Itoa(waitingParallel * runtime.GOMAXPROCS(0)))
+	}
+	rtDir := ""
 	if runtimeDir {
 		if dir, err := os.MkdirTemp("", "ratelimit-runtime-"); err == nil { // private: 0700
-			runtime = dir
+			rtDir = dir
 			os.Setenv("XDG_RUNTIME_DIR", dir)
 		}
 	}
@@ -60,8 +79,8 @@ func main(m *testing.M, runtimeDir bool) {
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
-	if runtime != "" {
-		os.RemoveAll(runtime)
+	if rtDir != "" {
+		os.RemoveAll(rtDir)
 	}
 	os.Exit(code)
 }
@@ -69,6 +88,18 @@ func main(m *testing.M, runtimeDir bool) {
 // Binary compiles the command, once per test process, so that the tests
 // exercise exactly what a user runs: flag parsing, exit status and output
 // streams included.
+//
+// The test processes of one go test (a process per package, several at
+// once) share one link: each runs go build -o on the same file of a
+// directory in $TMPDIR named after the checkout and the build's kind,
+// one at a time under a lock on that directory, and takes a hard link to
+// the result into a directory of its own. go build -o relinks only when
+// the file is not what the sources and flags build (it compares the build
+// ID the file carries with the inputs'), so the first process links and
+// the others find it up to date; what a process runs is the snapshot it
+// linked to, which a later build for changed sources replaces with a new
+// file, never in place. Where no such lock is had (buildShared reports false),
+// each process builds its own binary.
 func Binary(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
@@ -82,18 +113,44 @@ func Binary(t *testing.T) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "ratelimit")
-		args := []string{"build", "-o", built.bin}
-		if raceBuild {
-			args = append(args, "-race")
+		shared, err := buildShared(goTool, built.bin)
+		if shared || err != nil {
+			built.err = err
+			return
 		}
-		if out, err := exec.Command(goTool, append(args, mainPackage)...).CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		built.err = goBuild(goTool, built.bin)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
 	return built.bin
+}
+
+// goBuild builds the command into out, with the race detector when the
+// tests run with it.
+func goBuild(goTool, out string) error {
+	args := []string{"build", "-o", out}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	if b, err := exec.Command(goTool, append(args, mainPackage)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// sharedDir is the directory where the test processes of this checkout
+// share the binary of this kind (race or not, GOOS and GOARCH): one name
+// per checkout, so that two checkouts tested at once do not relink over
+// each other's. The name only spares links; whether the file there is up
+// to date is go build's to decide.
+func sharedDir(goTool string) (string, error) {
+	gomod, err := exec.Command(goTool, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00race=%v\x00%s/%s", bytes.TrimSpace(gomod), raceBuild, runtime.GOOS, runtime.GOARCH))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("ratelimit-clitest-%d", os.Getuid()), hex.EncodeToString(sum[:8])), nil
 }
 
 // built is the binary Binary made, removed by Main.

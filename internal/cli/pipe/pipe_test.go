@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { clitest.MainWithRuntimeDir(m) }
 // burst or warm-up, and it really limits: 2 MB at 40 MB/s from an empty
 // bucket cannot take less than (2 MB - one chunk) / 40 MB/s = 49 ms.
 func TestPipeBinary(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	in := clitest.RandomInput(t, 4<<20)
 	for _, args := range [][]string{
@@ -59,6 +60,7 @@ func TestPipeBinary(t *testing.T) {
 // Bad units and values are usage errors: exit status 2 and a message that
 // names the problem, with nothing copied.
 func TestPipeBadArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -102,6 +104,7 @@ func TestPipeBadArguments(t *testing.T) {
 // In process, with io.Readers that are not files: the same bytes come out,
 // and no progress line is drawn on a stderr that is not a terminal.
 func TestPipeInProcess(t *testing.T) {
+	t.Parallel()
 	in := clitest.RandomInput(t, 1<<20)
 	var stdout, stderr bytes.Buffer
 	if code := Run([]string{"--chunk", "3KiB", "4GB/s"}, bytes.NewReader(in), &stdout, &stderr); code != 0 {
@@ -121,6 +124,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestParseBurst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		rate float64
@@ -147,6 +151,7 @@ func TestParseBurst(t *testing.T) {
 // every 250 ms. Each line overwrites the previous one, blanking what is left
 // of a longer one.
 func TestProgressLine(t *testing.T) {
+	t.Parallel()
 	p := newProgress(10_000_000)
 	want := map[int]string{
 		1:  "\r250 kB of 10.0 MB (2%)  1.00 MB/s now  1.00 MB/s avg  0:00  ETA ?",
@@ -201,6 +206,7 @@ func etaOf(t *testing.T, line string) (left time.Duration, ok bool) {
 // on, the time left is right to 0.5 %, counting down between chunks, for
 // the first hours of the transfer; before it, it is unknown, never short.
 func TestProgressETASlowChunks(t *testing.T) {
+	t.Parallel()
 	const size, chunk = 3_000_000, 1024
 	period := 102400 * time.Millisecond // a chunk's worth at 10 B/s
 	finish := time.Duration((size+chunk-1)/chunk-1) * period
@@ -230,6 +236,7 @@ func TestProgressETASlowChunks(t *testing.T) {
 // When the rate changes (a pipe given a new one with -R), the time left
 // follows within the 30 s window, and the rate now within a second.
 func TestProgressETAFollowsNewRate(t *testing.T) {
+	t.Parallel()
 	const size = 100_000_000
 	p := newProgress(size)
 	change := 60 * time.Second
@@ -259,6 +266,7 @@ func TestProgressETAFollowsNewRate(t *testing.T) {
 // drawing's gap) later, the time left grows, and is unknown once the 30 s
 // window holds nothing.
 func TestProgressStall(t *testing.T) {
+	t.Parallel()
 	p := newProgress(100_000_000)
 	stall := 10 * time.Second
 	var last time.Duration
@@ -284,6 +292,7 @@ func TestProgressStall(t *testing.T) {
 }
 
 func TestFormatClock(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[time.Duration]string{
 		0: "0:00", 59*time.Second + 600*time.Millisecond: "1:00", 61 * time.Minute: "1:01:00", -time.Second: "?",
 	} {
@@ -296,6 +305,7 @@ func TestFormatClock(t *testing.T) {
 // isTerminal asks for a character device: a buffer or a regular file is
 // not one; /dev/null is (a progress line drawn there is harmless).
 func TestIsTerminal(t *testing.T) {
+	t.Parallel()
 	if isTerminal(&bytes.Buffer{}) {
 		t.Error("a buffer is taken for a terminal")
 	}
@@ -324,6 +334,7 @@ func TestIsTerminal(t *testing.T) {
 // line with a newline, so that the shell's prompt starts on a line of its
 // own, and the status is 130.
 func TestPipeInterruptEndsProgressLine(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	cmd := exec.Command(bin, "pipe", "--progress", "1k")
 	stdin, err := cmd.StdinPipe()

@@ -44,6 +44,7 @@ func remoteRate(t *testing.T, bin string, env []string, pid string, args ...stri
 // pipe cannot run at is refused first (status 2) and changes nothing. At
 // the end the pipe's control socket is gone.
 func TestPipeRemoteRate(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	env := clitest.RuntimeDir(t)
 	in := clitest.RandomInput(t, 256<<10)
@@ -72,6 +73,7 @@ func TestPipeRemoteRate(t *testing.T) {
 // -R's errors: a process that does not exist or is not a pipe (status 1),
 // and bad arguments (status 2), each in one line.
 func TestPipeRemoteRateErrors(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	env := clitest.RuntimeDir(t)
 	gone := exec.Command("true")
@@ -102,6 +104,7 @@ func TestPipeRemoteRateErrors(t *testing.T) {
 // Another user cannot change a pipe's rate: the socket's directory is
 // private. Run as root only, which can start a process as another user.
 func TestPipeRemoteRateOtherUser(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root, to run -R as another user")
 	}

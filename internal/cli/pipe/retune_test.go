@@ -18,6 +18,7 @@ import (
 // Slowing down, the same the other way: the waiting chunk pays 1 s, not
 // 1 ms.
 func TestRetunePricesTheWaitingChunkAgain(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		from, to      float64

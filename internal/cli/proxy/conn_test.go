@@ -101,6 +101,7 @@ func TestProxyRefusedClientHoldsNoFDs(t *testing.T) {
 // TestProxyTrustedProxyHasNoConnCap: a load balancer carries many clients;
 // its connections are not capped.
 func TestProxyTrustedProxyHasNoConnCap(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	for _, tc := range []struct {
 		trusted bool
@@ -138,6 +139,7 @@ func TestProxyTrustedProxyHasNoConnCap(t *testing.T) {
 // answer within --upstream-timeout gives 504; an idle connection is closed
 // after --idle-timeout; headers past --max-header-bytes get 431.
 func TestProxyTimeouts(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	var bodies sync.Map // path -> bytes the backend read, or an error
 	release := make(chan struct{})
@@ -235,6 +237,7 @@ func TestProxyTimeouts(t *testing.T) {
 // 8 connections to the backend, not one per request (Go's default idle
 // pool of 2 per host opened hundreds, leaving as many in TIME_WAIT).
 func TestProxyUpstreamReusesConnections(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	var opened atomic.Int64
 	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,7 @@ import (
 // page's own commands: the start-up line, a bad --limit, a reload of a bad
 // --config file, a Redis whose password is wrong.
 func TestProxyDocQuotes(t *testing.T) {
+	t.Parallel()
 	const doc = "docs/http.md"
 	bin := clitest.Binary(t)
 

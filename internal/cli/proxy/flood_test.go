@@ -14,7 +14,7 @@ import (
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
-// TestProxyFloodMemoryBounded sends a flood of requests (300 000 in
+// TestProxyFloodMemoryBounded sends a flood of requests (100 000 in
 // scripts/test, a million in scripts/test-more: internal/testlong), each
 // from another client IP (through a trusted proxy's X-Forwarded-For),
 // through the proxy's handler in process, and checks that the memory it
@@ -22,7 +22,7 @@ import (
 // holds at most that many clients, and the heap grows by about that many
 // keys' worth, not the flood's; with the default, nothing is evicted.
 func TestProxyFloodMemoryBounded(t *testing.T) {
-	flood := testlong.Pick(300_000, 1_000_000)
+	flood := testlong.Pick(100_000, 1_000_000)
 	for _, maxKeys := range []int{flood / 10, throttle.DefaultMaxKeys} {
 		t.Run(strconv.Itoa(maxKeys), func(t *testing.T) {
 			// 10 a day: a client's state stays for hours, so no key

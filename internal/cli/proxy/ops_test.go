@@ -38,6 +38,7 @@ func runProxyEnv(t *testing.T, bin string, env []string, args ...string) (stderr
 // $REDIS_PASSWORD works; set up wrong later, requests get 503, never
 // unlimited.
 func TestProxyRedisSetUpWrong(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
@@ -107,6 +108,7 @@ var outageEndRE = regexp.MustCompile(`outage ended after [0-9.]+m?s: (\d+) reque
 // outage is logged when it begins, with the reason, and when it ends, with
 // its duration and the requests it failed. The backend's outages too.
 func TestProxyOutagesLogged(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	srv := redistest.Start(t)
 	be := backend(t)
@@ -242,6 +244,7 @@ func rawGet(t *testing.T, addr, target string, headers ...string) (int, echoed) 
 // TestProxyPathsCannotEscape: --key route keys on the cleaned path, and the
 // backend gets that path.
 func TestProxyPathsCannotEscape(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	p := startProxy(t, bin, "--limit", "1/d", "--key", "route", echoBackend(t).URL)
 	code, e := rawGet(t, p.addr, "//a")
@@ -272,6 +275,7 @@ func TestProxyPathsCannotEscape(t *testing.T) {
 // X-Forwarded-* and Forwarded never reaches the backend; what does is what
 // the proxy knows, with the chain of a trusted proxy.
 func TestProxyForwardingHeaders(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	be := echoBackend(t)
 	spoof := []string{"X-Real-IP: 6.6.6.6", "X-Forwarded-For: 6.6.6.6", "Forwarded: for=6.6.6.6;proto=https",
@@ -300,6 +304,7 @@ func TestProxyForwardingHeaders(t *testing.T) {
 // the new limits apply from the line that says so, and a bad file keeps the
 // old limits and says why.
 func TestProxyReload(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	conf := filepath.Join(t.TempDir(), "limits")
 	write := func(s string) {

@@ -299,9 +299,11 @@ func metricsOf(t *testing.T, p *proxyProc) string {
 }
 
 func TestProxy(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 
 	t.Run("bad flags", func(t *testing.T) {
+		t.Parallel()
 		for _, tc := range []struct {
 			args []string
 			msg  string
@@ -345,6 +347,7 @@ func TestProxy(t *testing.T) {
 
 	// Help goes where every command's goes: standard output, status 0.
 	t.Run("help", func(t *testing.T) {
+		t.Parallel()
 		stdout, stderr, code := clitest.Run(t, bin, "", "proxy", "-h")
 		if code != command.ExitOK || stderr != "" || !strings.HasPrefix(stdout, "Usage: ratelimit proxy") || !strings.Contains(stdout, "-max-conns-per-client") {
 			t.Errorf("proxy -h: status %d, stderr %q, stdout %.80q", code, stderr, stdout)
@@ -356,6 +359,7 @@ func TestProxy(t *testing.T) {
 	// X-Forwarded-For still counts as itself.
 	for _, alg := range []string{"gcra", "sliding-log", "token-bucket"} {
 		t.Run("exact count "+alg, func(t *testing.T) {
+			t.Parallel()
 			p := startProxy(t, bin, "--limit", "20/d", "--algorithm", alg, "--trusted-proxy", "127.0.0.1",
 				"--metrics", "127.0.0.1:0", backend(t).URL)
 			const policy = `"default";q=20;w=86400`
@@ -401,6 +405,7 @@ func TestProxy(t *testing.T) {
 	// try. This one runs in real time; waiting longer than told (a slow
 	// machine) only leaves more room, so it cannot fail for that.
 	t.Run("honouring Retry-After", func(t *testing.T) {
+		t.Parallel()
 		p := startProxy(t, bin, "--limit", "2/2s", backend(t).URL)
 		url := "http://" + p.addr + "/"
 		for tries := 0; ; tries++ {
@@ -425,6 +430,7 @@ func TestProxy(t *testing.T) {
 	})
 
 	t.Run("graceful shutdown", func(t *testing.T) {
+		t.Parallel()
 		arrived, release := make(chan struct{}), make(chan struct{})
 		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(arrived)
@@ -454,6 +460,7 @@ func TestProxy(t *testing.T) {
 	})
 
 	t.Run("redis shared by two proxies", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t)
 		be := backend(t)
 		args := []string{"--limit", "20/d", "--trusted-proxy", "127.0.0.1", "--redis", clitest.RedisURL(srv), be.URL}
@@ -466,6 +473,7 @@ func TestProxy(t *testing.T) {
 	})
 
 	t.Run("redis killed", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t)
 		be := backend(t)
 		args := []string{"--limit", "20/d", "--redis", clitest.RedisURL(srv), "--metrics", "127.0.0.1:0", be.URL}
@@ -508,6 +516,7 @@ func TestProxy(t *testing.T) {
 	// read timeout: the proxy bounds each decision (200 ms) and fails as
 	// configured. The client gives up after 2.5 s, far above the bound.
 	t.Run("redis hung", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t)
 		p := startProxy(t, bin, "--limit", "20/d", "--redis", clitest.RedisURL(srv), backend(t).URL)
 		if r := get(t, "http://"+p.addr+"/", ""); r.code != 200 {
@@ -527,6 +536,7 @@ func TestProxy(t *testing.T) {
 	})
 
 	t.Run("redis down at start", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t)
 		url := clitest.RedisURL(srv)
 		srv.Kill()

@@ -184,6 +184,7 @@ func (c nginxCase) nginx() []*nginxLimit {
 // and Redis when a server is at hand): every request must be refused by
 // both, or admitted by both and held for the same whole milliseconds.
 func TestHoldIsNginxs(t *testing.T) {
+	t.Parallel()
 	cases := []nginxCase{
 		{"burst=5 nodelay", []int{10}, []int{5}, []int{5}},
 		{"burst=6 delay=2", []int{10}, []int{6}, []int{2}},
@@ -204,7 +205,12 @@ func TestHoldIsNginxs(t *testing.T) {
 		srv := redistest.Start(t)
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { rc.Close() })
-		stores["redis"] = func(c *stepClock) throttle.Store { return must(throttle.NewRedisStore(rc, throttle.WithStoreClock(c))) }
+		// Not a test of the call timeout: a round trip on a loaded
+		// machine, under the race detector, can outlast the default
+		// 50 ms.
+		stores["redis"] = func(c *stepClock) throttle.Store {
+			return must(throttle.NewRedisStore(rc, throttle.WithStoreClock(c), throttle.WithCallTimeout(time.Minute)))
+		}
 	}
 	base := time.UnixMilli(1_700_000_000_000)
 	for storeName, newStore := range stores {
@@ -254,6 +260,7 @@ func TestHoldIsNginxs(t *testing.T) {
 // TestHoldOneBoundaries pins the rounding: the hold is the debt less K
 // emission intervals, rounded down to whole milliseconds, never negative.
 func TestHoldOneBoundaries(t *testing.T) {
+	t.Parallel()
 	l := queuedLimit{limit: throttle.Limit{Count: 3, Period: time.Second, Burst: 4}, atOnce: 1}
 	for _, tc := range []struct {
 		debt, want time.Duration
@@ -276,6 +283,7 @@ func TestHoldOneBoundaries(t *testing.T) {
 }
 
 func TestParseQueueFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		f    queueFlags
 		want string // describe(), "plain" for nil, or the error's text
@@ -353,6 +361,7 @@ func send(h http.Handler, ctx context.Context) outcome {
 // 10r/s: of 7 requests at once, the first is served, the next four are
 // held 100, 200, 300 and 400 ms, and the last two refused.
 func TestQueueHoldsInFakeTime(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, m, forwarded := queueServer(t, "--limit", "10/s", "--burst", "1", "--queue", "4")
 		out := make([]outcome, 7)
@@ -386,6 +395,7 @@ func TestQueueHoldsInFakeTime(t *testing.T) {
 // freed place and is sent at 100 ms; the backend sees two requests, never
 // more than the limit admitted.
 func TestQueueClientGoneFreesItsPlace(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, m, forwarded := queueServer(t, "--limit", "10/s", "--burst", "1", "--queue", "1")
 		if o := send(h, context.Background()); o.code != 200 || o.took != 0 {
@@ -420,6 +430,7 @@ func TestQueueClientGoneFreesItsPlace(t *testing.T) {
 // TestQueueDryRunAndStatus: --dry-run forwards everything at once and counts
 // what it would have done; --status 503 refuses with 503.
 func TestQueueDryRunAndStatus(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, m, forwarded := queueServer(t, "--limit", "10/s", "--burst", "1", "--queue", "1", "--dry-run")
 		for i := range 4 {
@@ -442,6 +453,7 @@ func TestQueueDryRunAndStatus(t *testing.T) {
 // TestFreedPlaces: the earliest place still ahead is taken; passed ones are
 // forgotten.
 func TestFreedPlaces(t *testing.T) {
+	t.Parallel()
 	f := freedPlaces{byKey: map[string][]time.Time{}}
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -497,6 +509,7 @@ func FuzzHoldOne(f *testing.F) {
 // TestQueueFlagsInConfigFile: the nginx flags are limit flags, so a
 // --config file (read again on SIGHUP) holds them too.
 func TestQueueFlagsInConfigFile(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/limits"
 	if err := os.WriteFile(path, []byte("--limit 10/s --limit 500/h # nginx: two limit_req\n--burst 3 --queue 4\n--status 503\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -526,6 +539,7 @@ func TestQueueFlagsInConfigFile(t *testing.T) {
 // decision handler but hold nothing, whatever the algorithm (a sliding
 // window's ResetAfter reaches two periods: it is not a debt).
 func TestNoQueueNoHold(t *testing.T) {
+	t.Parallel()
 	for _, alg := range []string{"gcra", "sliding-window", "fixed-window", "sliding-log"} {
 		synctest.Test(t, func(t *testing.T) {
 			h, _, forwarded := queueServer(t, "--algorithm", alg, "--limit", "3/s", "--limit", "100/min")

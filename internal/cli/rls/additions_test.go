@@ -35,6 +35,7 @@ descriptors:
 // day and GCRA at 2 an hour), both applied; --ietf-headers adds the IETF
 // fields.
 func TestRLSAdditions(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "add.yaml")
 	writeFile(t, cfg, additions)
 	p := startRLS(t, nil, "--config", cfg, "--ietf-headers")
@@ -80,6 +81,7 @@ func TestRLSAdditions(t *testing.T) {
 // limit is raised mid-window a client that kept retrying is still over;
 // with --count-only-admitted it is not.
 func TestRLSCountOnlyAdmitted(t *testing.T) {
+	t.Parallel()
 	for _, only := range []bool{false, true} {
 		t.Run(fmt.Sprint("only-admitted=", only), func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -118,6 +120,7 @@ func TestRLSCountOnlyAdmitted(t *testing.T) {
 // Redis Cluster; a call with two descriptors (in different slots) counts
 // both, and a second process sees the same counts.
 func TestRLSRedisCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartCluster(t, 3)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 10))

@@ -297,6 +297,7 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 // cap, written once for each of the two counters they move, total_hits
 // and within_limit, would take 12 MB unbounded).
 func TestRLSHugeValuesBounded(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: d\n    detailed_metric: true\n    rate_limit: {unit: day, requests_per_unit: 1000000}\n")
 	p := startRLS(t, nil, "--config", cfg)

@@ -27,6 +27,7 @@ import (
 // with no unknown field, and passes the protos' own validation; every
 // configuration of ratelimit rls loads.
 func TestRLSDocs(t *testing.T) {
+	t.Parallel()
 	md, err := os.ReadFile("../../../docs/rls.md")
 	require.NoError(t, err)
 	var envoy, configs, kube int
@@ -143,6 +144,7 @@ func jsonable(v any) any {
 // TestRLSDocsFlags: every flag of ratelimit rls is in docs/rls.md, as
 // `--name` (the flag table, or the section its table points to).
 func TestRLSDocsFlags(t *testing.T) {
+	t.Parallel()
 	md, err := os.ReadFile("../../../docs/rls.md")
 	require.NoError(t, err)
 	fs := flag.NewFlagSet("rls", flag.ContinueOnError)

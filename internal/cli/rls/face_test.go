@@ -57,6 +57,7 @@ func readResponse(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
 // for --read-timeout is cut off with 408 (one that keeps coming is not);
 // headers over --max-header-bytes get 431.
 func TestRLSHTTPFaceTimeouts(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
 	p := startRLS(t, nil, "--config", cfg, "--idle-timeout", "1s", "--read-timeout", "1s", "--max-header-bytes", "16KiB")
@@ -171,6 +172,7 @@ func TestRLSHoldsFDs(t *testing.T) {
 // exits 0, not before the window has passed. A second SIGTERM ends a
 // window at once.
 func TestRLSDrain(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
 	p := startRLS(t, nil, "--config", cfg, "--drain", "3s")

@@ -105,6 +105,7 @@ func TestRLSLargeCallsOnRedis(t *testing.T) {
 // OVER_LIMIT; on an addition (GCRA), a refused request changes nothing
 // and later calls are OK. Both stores answer alike.
 func TestRLSHugeHitsAddend(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: w\n    rate_limit: {unit: day, requests_per_unit: 100}\n"+
@@ -154,6 +155,7 @@ var outageEnd = regexp.MustCompile(`outage ended after [0-9.]+[mµn]?s: (\d+) re
 // line counts every call it failed. Needs the library's classification of
 // an out-of-memory reply as an outage.
 func TestRLSRedisOutOfMemory(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, "domain: test\ndescriptors:\n  - key: w\n    rate_limit: {unit: day, requests_per_unit: 100}\n"+

@@ -153,6 +153,7 @@ func (p *rlsProc) waitHealth(t *testing.T, code int) {
 // (the first domain is gone), and an invalid one is refused (NACK with the
 // loader's reason, logged, counted) while the second keeps serving.
 func TestRLSXDSGateway(t *testing.T) {
+	t.Parallel()
 	certs := newGatewayCerts(t)
 	srv := xdstest.Start(t, xdstest.ServerTLS(t, certs.ca, certs.leaf))
 	env := append(append(append(gatewayEnv(certs.dir, statsdConfig(t), srv.Addr), fastXDS...), loopbackPorts...),
@@ -208,6 +209,7 @@ func TestRLSXDSGateway(t *testing.T) {
 // configuration arrives, calls are decided by it. SIGHUP does not stop
 // it.
 func TestRLSXDSForceStart(t *testing.T) {
+	t.Parallel()
 	certs := newGatewayCerts(t)
 	srv := xdstest.Start(t, xdstest.ServerTLS(t, certs.ca, certs.leaf))
 	p := startRLS(t, fastXDS, "--xds", srv.Addr, "--xds-node-id", xdstest.NodeID, "--force-start",
@@ -257,6 +259,7 @@ func tlsCall(t *testing.T, addr string, c credentials.TransportCredentials) erro
 // (set by Envoy Gateway, not read by the reference) does not stop the
 // service, even naming a file that does not exist.
 func TestRLSGRPCTLSClientCert(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "rls CA")
 	serverCert, serverKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "server.crt", "server.key")
@@ -296,6 +299,7 @@ func servedSerial(t *testing.T, addr string, roots *x509.CertPool) string {
 // new connections get the new one, without a restart (GRPC_SERVER_* as
 // Envoy Gateway sets them, cert-manager rotating the secret).
 func TestRLSGRPCCertReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "rls CA")
 	first := ca.Issue(t, "127.0.0.1")
@@ -320,6 +324,7 @@ func TestRLSGRPCCertReload(t *testing.T) {
 // socket file left by a process that is gone; the file is removed when the
 // service stops.
 func TestRLSUDS(t *testing.T) {
+	t.Parallel()
 	sockDir, err := os.MkdirTemp("", "rls") // short: a socket path is at most ~100 bytes
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
@@ -331,7 +336,7 @@ func TestRLSUDS(t *testing.T) {
 
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 2))
-	p := launchRLS(t, []string{"GRPC_UDS=" + sock}, []string{"rls", "--config", cfg, "--http", "127.0.0.1:0"})
+	p := launchRLS(t, []string{"GRPC_UDS=" + sock}, []string{"rls", "--config", cfg, "--http", "127.0.0.1:0", "--drain", "0"})
 	assert.Equal(t, "unix:"+sock, p.grpcAddr)
 	resp, err := p.call(t.Context(), "test", "k=x")
 	require.NoError(t, err)
@@ -347,6 +352,7 @@ func TestRLSUDS(t *testing.T) {
 // once it is that old (the client sees it leave READY), so that clients
 // spread over new instances.
 func TestRLSMaxConnectionAge(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
 	p := startRLS(t, []string{"GRPC_MAX_CONNECTION_AGE=300ms", "GRPC_MAX_CONNECTION_AGE_GRACE=100ms"}, "--config", cfg)
@@ -365,6 +371,7 @@ func TestRLSMaxConnectionAge(t *testing.T) {
 // /healthcheck at 500 (the reference does not start until it answers a
 // PING); once it answers, 200.
 func TestRLSHealthWaitsForStore(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.Kill()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -384,11 +391,14 @@ func TestRLSHealthWaitsForStore(t *testing.T) {
 }
 
 // TestRLSHealthStopping: once SIGTERM arrives, the health service reports
-// NOT_SERVING (to a client watching it) before the process exits 0.
+// NOT_SERVING (to a client watching it) before the process exits 0. The
+// drain window is shorter than the default 6 s: NOT_SERVING is sent as it
+// opens.
 func TestRLSHealthStopping(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
-	p := startRLS(t, nil, "--config", cfg)
+	p := startRLS(t, nil, "--config", cfg, "--drain", "1s")
 	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
@@ -423,6 +433,7 @@ descriptors:
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (or --count-only-admitted)
 // a refused call counts nowhere, and 10 are, as by the reference.
 func TestRLSStopCacheKeyIncrement(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, broadNarrow)
@@ -461,6 +472,7 @@ func TestRLSStopCacheKeyIncrement(t *testing.T) {
 // and the --redis-tls-* flags: the counts are in the Redis that requires
 // the certificate.
 func TestRLSRedisTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "redis CA")
 	caFile := ca.WriteCA(t, dir, "ca.crt")

@@ -42,6 +42,7 @@ import (
 // the machine may hold); --add-host, so that it dials the xDS server by
 // Envoy Gateway's name.
 func TestImage(t *testing.T) {
+	t.Parallel()
 	podman, err := exec.LookPath("podman")
 	if err != nil {
 		msg := "podman is needed to run the image (Debian: apt-get install -y podman runc)"

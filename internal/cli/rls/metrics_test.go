@@ -117,6 +117,7 @@ func readPage(t *testing.T, name string) metricstest.Page {
 // and type, and no other; its service series (errors, requests, response
 // times, configurations loaded), ours, and Go's and the process's.
 func TestRLSMetricsAsReference(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "d.yaml"), metricsConfig)
 	p := launchRLS(t, []string{"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0"},
@@ -175,6 +176,7 @@ func TestRLSMetricsAsReference(t *testing.T) {
 // (testdata/metrics/mapping.txt is the reference's page for it): stats no
 // mapping matches keep their escaped names. PROMETHEUS_PATH moves the page.
 func TestRLSMetricsMapping(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "d.yaml"), metricsConfig)
 	mapping, err := filepath.Abs(filepath.Join("testdata", "metrics", "mapping.yaml"))
@@ -199,6 +201,7 @@ func TestRLSMetricsMapping(t *testing.T) {
 // TestRLSMetricsMappingRefused: a mapping file that does not load stops
 // the command at start (the reference ignores it and maps nothing).
 func TestRLSMetricsMappingRefused(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "d.yaml")
@@ -221,6 +224,7 @@ func TestRLSMetricsMappingRefused(t *testing.T) {
 // optional ConfigMap) falls back to the reference's default mapping with a
 // warning, where the --metrics-mapping flag refuses to start.
 func TestRLSMetricsMappingOptional(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "d.yaml"), metricsConfig)
 	missing := filepath.Join(dir, "statsd", "conf.yaml")
@@ -237,6 +241,7 @@ func TestRLSMetricsMappingOptional(t *testing.T) {
 // whose counts are whole; an IPv4 address in a stat key is one element
 // of the name, as the reference sanitizes it.
 func TestServiceMetricsFold(t *testing.T) {
+	t.Parallel()
 	cfg, err := rls.ParseConfig([]rls.File{{Name: "d.yaml", Content: []byte(`domain: d
 descriptors:
   - key: ra
@@ -271,6 +276,7 @@ descriptors:
 // TestMethodName: the gRPC method as the reference's splitMethodName
 // names it.
 func TestMethodName(t *testing.T) {
+	t.Parallel()
 	for full, want := range map[string]string{
 		"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit": "ShouldRateLimit",
 		"/grpc.health.v1.Health/Check":                                 "Check",
@@ -285,6 +291,7 @@ func TestMethodName(t *testing.T) {
 // _over_limit (its regular expressions are not anchored), a one-level
 // rule's and a domain_not_found keep their escaped names.
 func TestDefaultMapping(t *testing.T) {
+	t.Parallel()
 	m, err := newMapper("")
 	require.NoError(t, err)
 	sm := newServiceMetrics(nil, m)

@@ -53,6 +53,7 @@ var nonRegular = []struct {
 // edit is loaded, SIGHUP is heard), and SIGTERM exits. Reading a pipe
 // would have frozen reloading for good and kept SIGTERM from exiting.
 func TestRLSReloadRefusesNonRegular(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
@@ -93,6 +94,7 @@ func TestRLSReloadRefusesNonRegular(t *testing.T) {
 // holds one, or on a device, answers at once: exit 2 and one line naming
 // the file (it used to wait for a writer, for ever).
 func TestRLSCheckNonRegular(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(perDay, 1))

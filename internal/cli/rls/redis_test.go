@@ -30,6 +30,7 @@ import (
 // store errors; once Redis is back on the same port, calls are answered
 // again.
 func TestRLSRedisKilled(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
@@ -62,6 +63,7 @@ func TestRLSRedisKilled(t *testing.T) {
 // wrong password, a database it does not have, a cluster URL for a single
 // server) stops the command at start with exit status 2 and one line.
 func TestRLSRedisMisconfigured(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -107,6 +109,7 @@ func TestRLSRedisMisconfigured(t *testing.T) {
 // configuration (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY),
 // the ports and Redis (REDIS_SOCKET_TYPE, REDIS_URL, REDIS_AUTH).
 func TestRLSEnvironment(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
 	root := t.TempDir()
@@ -143,6 +146,7 @@ func startBare(t *testing.T, env []string) *rlsProc {
 // paused Redis) are answered, not cut, after the drain window, and the
 // process then exits 0; the health check reports failure meanwhile.
 func TestRLSGracefulStop(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 100))
@@ -179,6 +183,7 @@ func TestRLSGracefulStop(t *testing.T) {
 // this process until its window ends: with Redis gone, it is still
 // OVER_LIMIT (no round trip), while another counter is UNAVAILABLE.
 func TestRLSRefusalCache(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		env  []string
 		args []string

@@ -37,6 +37,7 @@ func (p *rlsProc) limitOf(key string) uint32 {
 // TestRLSCheckTooLarge: a file over 16 MiB is refused, named, without
 // reading past the bound.
 func TestRLSCheckTooLarge(t *testing.T) {
+	t.Parallel()
 	big := filepath.Join(t.TempDir(), "big.yaml")
 	f, err := os.Create(big)
 	require.NoError(t, err)
@@ -69,6 +70,7 @@ const (
 // whole --reload-interval, 2 s, before the next look: it takes
 // milliseconds even on a loaded machine.
 func TestRLSReloadWaitsForStableFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, stableBefore)
@@ -119,6 +121,7 @@ func TestRLSReloadWaitsForStableFiles(t *testing.T) {
 // result is taken once it ends; stopping the watcher (at SIGTERM) returns
 // at once while a look waits on such a read.
 func TestReloadReadThatNeverEnds(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "config.yaml"), fmt.Sprintf(perDay, 1))
 	c := flagDefaults()
@@ -182,6 +185,7 @@ func mustMemoryStore(t *testing.T) *rls.MemoryStore {
 // TestRLSCheckEmpty: --check on a directory with no file is an error (served,
 // it would answer every call OK without a limit), not "valid: 0 files".
 func TestRLSCheckEmpty(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, ".hidden.yaml"), fmt.Sprintf(perDay, 1)) // names starting with '.' are not read
 	var stdout, stderr bytes.Buffer

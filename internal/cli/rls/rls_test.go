@@ -188,6 +188,7 @@ func untilReset(now time.Time, unit int64) int64 { return unit - now.Unix()%unit
 // counts the refusal); an unlimited rule, a descriptor that matches no
 // rule and an unknown domain are OK without a limit.
 func TestRLSGRPC(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 2))
@@ -231,6 +232,7 @@ func TestRLSGRPC(t *testing.T) {
 // RateLimitRequest) and answers 200, then 429, with the response in JSON;
 // a body that is not a request is 400; /healthcheck answers OK.
 func TestRLSJSON(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	p := startRLS(t, nil, "--config", cfg)
@@ -272,6 +274,7 @@ func TestRLSJSON(t *testing.T) {
 // the previous configuration, says why and is counted; SIGHUP reloads
 // without waiting for the poll.
 func TestRLSReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
@@ -316,6 +319,7 @@ func TestRLSReload(t *testing.T) {
 
 // TestRLSReloadSIGHUP: with a poll too slow to notice, SIGHUP reloads.
 func TestRLSReloadSIGHUP(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	p := startRLS(t, nil, "--config", cfg, "--reload-interval", "1h")
@@ -331,6 +335,7 @@ func TestRLSReloadSIGHUP(t *testing.T) {
 // TestRLSCheck: --check exits 0 for a valid configuration and 2 with one
 // line naming the file and the problem for an invalid one.
 func TestRLSCheck(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, fmt.Sprintf(perDay, 1))
@@ -357,6 +362,7 @@ func TestRLSCheck(t *testing.T) {
 // TestRLSFlagErrors: bad flags and environment values are one line and
 // exit status 2.
 func TestRLSFlagErrors(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	for _, tc := range []struct {
@@ -382,6 +388,7 @@ func TestRLSFlagErrors(t *testing.T) {
 // TestRLSResolve: how flags and the reference's variables combine: a flag
 // wins, a variable fills in, the reference's defaults otherwise.
 func TestRLSResolve(t *testing.T) {
+	t.Parallel()
 	lookup := func(env map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
@@ -449,6 +456,7 @@ func TestRLSResolve(t *testing.T) {
 // their defaults (as a deployment's manifest often carries them) ask for
 // nothing and are accepted.
 func TestRLSUnsupportedAtDefault(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp"}
 	for _, s := range unsupportedSettings {
 		env[s.name] = strings.ToUpper(s.def)
@@ -468,6 +476,7 @@ func flagDefaults() *rlsConfig {
 // TestRLSResolveGateway: how the settings Envoy Gateway and the reference
 // use combine with the flags, and the errors for what cannot be honoured.
 func TestRLSResolveGateway(t *testing.T) {
+	t.Parallel()
 	lookup := func(env map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	}
@@ -573,6 +582,7 @@ func TestRLSResolveGateway(t *testing.T) {
 // dialled as a Unix socket path, as the reference does; every message that
 // names the Redis says so and names the variable that changes it.
 func TestRLSUnixSocketHint(t *testing.T) {
+	t.Parallel()
 	const hint = " (dialled as a Unix socket path: REDIS_SOCKET_TYPE is unset, and the reference's default is unix; set REDIS_SOCKET_TYPE=tcp for host:port)"
 	for _, c := range []struct {
 		env  map[string]string

@@ -23,6 +23,7 @@ import (
 func TestMain(m *testing.M) { clitest.Main(m) }
 
 func TestRunBinary(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 
 	t.Run("stdin jobs with {}", func(t *testing.T) {
@@ -129,6 +130,7 @@ func TestRunBinary(t *testing.T) {
 }
 
 func TestExpandCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		tmpl []string
 		job  string
@@ -146,6 +148,7 @@ func TestExpandCommand(t *testing.T) {
 }
 
 func TestFeedJobs(t *testing.T) {
+	t.Parallel()
 	items := make(chan string, 10)
 	var given atomic.Int64
 	err := feedJobs(context.Background(), nil, strings.NewReader("a\r\n\n  \nb c\nlast"), items, &given)
@@ -177,6 +180,7 @@ func TestFeedJobs(t *testing.T) {
 // In process, with buffers for the streams: the jobs' output goes through a
 // lock (run under -race), and the exit status says whether all succeeded.
 func TestRunInProcessParallelOutput(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	var in strings.Builder
 	for i := range 20 {
@@ -199,6 +203,7 @@ func TestRunInProcessParallelOutput(t *testing.T) {
 }
 
 func TestQuoteWords(t *testing.T) {
+	t.Parallel()
 	got := strings.Join(quoteWords([]string{"echo", "a b", "", "it's", "plain-word"}), " ")
 	if want := `echo "a b" "" "it's" plain-word`; got != want {
 		t.Errorf("quoteWords = %s, want %s", got, want)
@@ -209,6 +214,7 @@ func TestQuoteWords(t *testing.T) {
 // status 126, as with xargs (127 stays for one that does not exist), both
 // when run finds it at start and when a job's command is a template.
 func TestRunCannotExecute(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "noexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o644))
@@ -227,6 +233,7 @@ func TestRunCannotExecute(t *testing.T) {
 // TestRunSummaryCountsEveryJob: stopped by --fail-fast after the second of
 // four jobs, the summary still counts the four given.
 func TestRunSummaryCountsEveryJob(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	dir := clitest.ScriptDir(t)
 	_, stderr, code, _ := clitest.Exec(t, bin, nil, dir, "run", "--fail-fast", "--rate", "inf", "sh", "rec.sh", ":::", "ok1", "bad", "ok2", "ok3")
@@ -238,6 +245,7 @@ func TestRunSummaryCountsEveryJob(t *testing.T) {
 // (128 + SIGINT), as a shell reports a process that Ctrl-C stopped, with
 // the jobs not started counted.
 func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	// The first job interrupts its parent, the ratelimit process; the
 	// second cannot start before a second has passed, so it never does.

@@ -41,6 +41,7 @@ func holdName(t *testing.T, bin string, args ...string) {
 // differs from what its name holds exits 2 before reading or running
 // anything, unless --join says that adopting the stored limit is intended.
 func TestNamesCannotCollide(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	url := clitest.RedisURL(srv)

@@ -21,6 +21,7 @@ import (
 // finishes well within the bound, and the name holds the new rate, so a
 // process that asks for the old one is refused.
 func TestPipeRemoteRateShared(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	env := clitest.RuntimeDir(t)

@@ -104,6 +104,7 @@ func checkNotices(t *testing.T, who string, stderr string) {
 // 200 kB and L = R·τ = 200 kB (a pipe's chunk, 10 ms of data, is smaller):
 // 1.3 s. Each alone at 2 MB/s would be done in 0.75 s.
 func TestPipeSharesRateThroughRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	const (
@@ -163,6 +164,7 @@ func checkSharedRun(t *testing.T, procs int, unit string, total, rate, burst flo
 // least (30 − B − L)/R = (30 − 1 − 2)/20 = 1.35 s (B: --burst 1; L: R·τ = 2
 // jobs). Each alone would be done in 0.7 s.
 func TestRunSharesRateThroughRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	const (
@@ -204,6 +206,7 @@ func TestRunSharesRateThroughRedis(t *testing.T) {
 // Bad --redis usage is a usage error (exit 2) with a message that says
 // what to do, before anything is read or run, and without Redis.
 func TestRedisFlagErrors(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	for _, c := range []struct {
 		args []string
@@ -244,6 +247,7 @@ func TestRedisFlagErrors(t *testing.T) {
 // (400 kB − one 64 KiB chunk)/400 kB/s = 0.84 s, where the 100 MB/s of RATE
 // would take 4 ms.
 func TestRedisUnreachableAtStart(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	url := "redis://" + redistest.ClosedAddr(t) + "/0"
 	in := clitest.RandomInput(t, 400_000)
@@ -283,6 +287,7 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 // why, and what it wrote is an unchanged prefix of its input. Failing open,
 // it says it goes on alone and copies everything.
 func TestPipeRedisDiesMidRun(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	in := clitest.RandomInput(t, 2_000_000)
 	for _, failClosed := range []bool{true, false} {
@@ -354,6 +359,7 @@ func TestPipeRedisDiesMidRun(t *testing.T) {
 // keeps the rate: 600 kB at 1 MB/s take at least (600 − 100 − 100) kB /
 // 1 MB/s.
 func TestPipeThroughRedisCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3)
 	bin := clitest.Binary(t)
 	in := clitest.RandomInput(t, 600_000)
@@ -371,6 +377,7 @@ func TestPipeThroughRedisCluster(t *testing.T) {
 // Redis killed mid-run under run --fail-closed: run starts no more jobs,
 // says why, and exits with status 1; the jobs it started ran.
 func TestRunRedisDiesFailClosed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	args := []string{"run", "--redis", clitest.RedisURL(srv), "--name", "dies", "--fail-closed", "--rate", "10/s", "--", "echo", ":::"}
@@ -425,6 +432,7 @@ func TestRunRedisDiesFailClosed(t *testing.T) {
 // the registry alive meanwhile; right after the short one ends the registry
 // must list only the long one.
 func TestPipeLeavesRegistryOnExit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	const name = "leaving"
@@ -506,6 +514,7 @@ func TestPipeLeavesRegistryOnExit(t *testing.T) {
 // (seconds; a warming-up limiter has none, NaN: not checked) and warm-up
 // (µs) fields, read while the process runs.
 func TestSharedStateKind(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	jobList := []string{"--", "echo", ":::"}
@@ -562,6 +571,7 @@ func TestSharedStateKind(t *testing.T) {
 // another program under the name: exit 2, with the reason, and nothing
 // copied or run.
 func TestRedisMisconfigured(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	bin := clitest.Binary(t)
 	srv.CLI("SET", "ratelimit:{taken}:state", "a string")
@@ -598,6 +608,7 @@ func TestRedisMisconfigured(t *testing.T) {
 // proxy does, from --redis-password-file or $REDIS_PASSWORD, so that it
 // need not be on the command line; a wrong one is still exit 2.
 func TestRedisPasswordFromFileOrEnv(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
