@@ -3,6 +3,7 @@ package throttle
 import (
 	"math/bits"
 	"math/rand/v2"
+	"unsafe"
 )
 
 // The MemoryStore's key hash. It is wyhash, as the Go runtime hashes map
@@ -66,22 +67,47 @@ func strHash(seed *hashSeed, s string) uint64 {
 	return mix(m5^uint64(n), mix(a^seed[1], b^h))
 }
 
+// A short key, of minShortKey to maxShortKey bytes, is read by wyhash
+// into two words that together hold every one of its bytes (shortKeyOf).
+const minShortKey, maxShortKey = 4, 16
+
+// shortKey is a short key as wyhash reads it: its length and its two
+// words, so that two short keys are equal exactly when their shortKeys
+// are. allow hashes a short key from it and find compares it, without a
+// call.
+type shortKey struct{ a, b, n uint64 }
+
+// shortKeyOf reads key, of minShortKey to maxShortKey bytes, as strHash
+// does.
+func shortKeyOf(key string) shortKey {
+	n := uintptr(len(key))
+	p := unsafe.Pointer(unsafe.StringData(key))
+	if n > 8 {
+		return shortKey{a: load64(p), b: load64(unsafe.Add(p, n-8)), n: uint64(n)}
+	}
+	return shortKey{a: load32(p), b: load32(unsafe.Add(p, n-4)), n: uint64(n)}
+}
+
+// hash is strHash of the key k was read from.
+func (k shortKey) hash(seed *hashSeed) uint64 {
+	const m5 = 0x1d8e4e27c47d124f
+	return mix(m5^k.n, mix(k.a^seed[1], k.b^seed[0]))
+}
+
 // mix is the 128-bit product of a and b, folded.
 func mix(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	return hi ^ lo
 }
 
-// r8 reads s[i:i+8] as a little-endian word (the compiler makes it one
-// load).
+// r8 reads s[i:i+8] as a little-endian word.
 func r8(s string, i int) uint64 {
 	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	return load64(unsafe.Add(unsafe.Pointer(unsafe.StringData(s)), i))
 }
 
 // r4 reads s[i:i+4] as a little-endian word.
 func r4(s string, i int) uint32 {
 	_ = s[i+3]
-	return uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
+	return uint32(load32(unsafe.Add(unsafe.Pointer(unsafe.StringData(s)), i)))
 }

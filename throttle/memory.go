@@ -164,23 +164,42 @@ func (s *MemoryStore) err() error {
 // again every wallRefresh (readWall), so a step of the wall clock is
 // followed within a second (a step back is safe: see MemoryStore).
 func (s *MemoryStore) now() (int64, error) {
+	if now, ok := s.nowCounter(); ok {
+		return now, nil
+	}
+	return s.nowSlow()
+}
+
+// nowCounter is now read from the counter, when the anchor is scaled and
+// fresh (ok).
+func (s *MemoryStore) nowCounter() (now int64, ok bool) {
 	// wall is only ever set without WithStoreClock (readWall), so the common
-	// case tests nothing else; unsigned, a negative el is out of range too.
-	if a := s.wall.Load(); a != nil {
-		if a.usPerTick > 0 {
-			// The counter may read a little behind the anchor: another
-			// processor's, or read before the anchor was (nothing orders
-			// the two). That is the anchor's own time. (tsc's Anchor.elapsed
-			// does the same; written out here, the decision runs a few
-			// instructions fewer: bench/keyed/instructions.sh.)
-			d := int64(tsc.Read() - a.TSC)
-			if d < 0 && d > -int64(a.MaxTicks>>10) {
-				d = 0
-			}
-			if uint64(d) < a.MaxTicks {
-				return a.micros + int64(float64(d)*a.usPerTick), nil
-			}
-		} else if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) && (a.TSC == 0 || el < uint64(tsc.MinSpan)) {
+	// case tests nothing else.
+	if a := s.wall.Load(); a != nil && a.usPerTick > 0 {
+		return a.at(tsc.Read())
+	}
+	return 0, false
+}
+
+// at is the time in µs at counter reading c, while the anchor is fresh
+// (ok). The counter may read a little behind the anchor: another
+// processor's, or read before the anchor was (nothing orders the two).
+// That is the anchor's own time. (tsc's Anchor.elapsed does the same;
+// written out here, small enough to inline into allow.)
+func (a *wallAnchor) at(c uint64) (int64, bool) {
+	d := int64(c - a.TSC)
+	if d < 0 && d > -int64(a.MaxTicks>>10) {
+		d = 0
+	}
+	return a.micros + int64(float64(d)*a.usPerTick), uint64(d) < a.MaxTicks
+}
+
+// nowSlow is now when the counter is not read: the monotonic clock since
+// the anchor, or a new anchor, or WithStoreClock.
+func (s *MemoryStore) nowSlow() (int64, error) {
+	// Unsigned, a negative el is out of range too.
+	if a := s.wall.Load(); a != nil && a.usPerTick <= 0 {
+		if el := uint64(time.Since(a.t)); el < uint64(wallRefresh) && (a.TSC == 0 || el < uint64(tsc.MinSpan)) {
 			// (An anchor with a counter reading but no scale yet, the
 			// first, is read again after tsc.MinSpan, to scale the
 			// counter from then on.)
@@ -300,40 +319,117 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	s, p := l.mem, &l.p
 	// The key's hash first, the clock after: the hash reads the key's
 	// bytes, and the sooner that read begins, the more of it overlaps the
-	// previous decision's memory references (internal/tsc).
-	h := keyHash(s.seed, p.alg, key)
+	// previous decision's memory references (internal/tsc). A short key is
+	// read into two words (shortKey), which the probe below compares.
+	// Everything on the way to a common decision is written out in this
+	// function rather than called: a Go call spills every value the caller
+	// holds in a register, and the fewer instructions a decision runs, the
+	// sooner the next one's loads begin while this one still waits for its
+	// entry (bench/NOTES.md).
+	var h uint64
+	var k shortKey
+	if short := uint(len(key))-minShortKey <= maxShortKey-minShortKey; short {
+		k = shortKeyOf(key)
+		h = k.hash(s.seed)
+	} else {
+		h = strHash(s.seed, key)
+	}
+	h ^= algHash(p.alg)
 	sh := s.shards[h&s.mask]
-	// Then start loading the key's entry: on a store of many keys it is
-	// the decision's longest wait, and the clock read and the lock, which
-	// must come before the entry is read, now overlap it (on x86 no load
-	// after the lock's locked instruction may start before it completes).
-	// With it, the lock's line, for writing: in parallel another
-	// processor often took the lock last, and its line then moves here
-	// while the clock is read.
-	prefetch.Lines(sh.homeLine(h), uintptr(unsafe.Pointer(&sh.mu)))
 	if p.wide {
 		// The state continues in ext (packState).
 		if x := sh.homeExtLine(h); x != 0 {
 			prefetch.Line(x)
 		}
 	}
-	now, err := s.now()
-	if err != nil {
-		return err
+	// Then start loading the key's entry: on a store of many keys it is
+	// the decision's longest wait, and the clock read and the lock, which
+	// must come before the entry is read, now overlap it. With it, the
+	// lock's line, for writing: in parallel another processor often took
+	// the lock last, and its line then moves here while the clock is
+	// read. Where the store counts time with the counter, one call does
+	// both and reads it (tsc.ReadPrefetching).
+	line, lock := sh.homeLine(h), uintptr(unsafe.Pointer(&sh.mu))
+	var now int64
+	ok := false
+	if a := s.wall.Load(); a != nil && a.usPerTick > 0 {
+		now, ok = a.at(tsc.ReadPrefetching(line, lock))
+	} else {
+		prefetch.Lines(line, lock)
+	}
+	if !ok {
+		if now, err = s.nowSlow(); err != nil {
+			return err
+		}
 	}
 	sh.mu.Lock()
-	i := sh.lookup(h, memKey{key: key, alg: p.alg})
-	if p.alg == GCRA {
-		// decideGCRA and meter fused for the common case, a request that
-		// is allowed (a refusal is decided below, by the definition): the
-		// same operations on the same integers, so the same Decision to
-		// the bit, without the definition's three calls, its second
-		// division by den (ResetAfter's ceiling is the new TAT's quotient,
-		// rounded up) and the Decision it zeroes and fills field by field.
-		// Here in allow, not in a function of its own: that call and the
-		// registers it would spill cost instructions on every decision. used is
-		// read only when n ≤ burst, when it cannot have overflowed.
+	i := none
+	if k.n != 0 {
+		// lookup, for a short key.
+		id := identity(h, memKey{key: key, alg: p.alg})
+		for pos := home(tag(h), len(sh.entries)); ; pos++ {
+			if pos == len(sh.entries) {
+				pos = 0
+			}
+			e := &sh.entries[pos]
+			if e.meta&^metaFlags == id && shortKeyOf(unsafe.String((*byte)(e.key), len(key))) == k {
+				i = int32(pos)
+				break
+			}
+			if e.key == nil {
+				break
+			}
+		}
+	} else {
+		i = sh.lookup(h, memKey{key: key, alg: p.alg})
+	}
+	if p.alg == GCRA && i != none && !sh.entries[i].isWide() {
+		// The common decision, a GCRA request on an existing key whose
+		// state is packed in its entry (packState), when it is allowed:
+		// decideGCRA and meter fused, the same operations on the same
+		// integers, so the same Decision to the bit, without the
+		// definition's three calls, its second division by den
+		// (ResetAfter's ceiling is the new TAT's quotient, rounded up) and
+		// the Decision it zeroes and fills field by field. Everything
+		// else (a new key, a refusal, another algorithm) is decideLocked's.
+		// Every instruction here counts twice: the fewer a decision runs,
+		// the sooner the next decision's loads begin, while this one still
+		// waits for its entry (bench/NOTES.md).
+		e := &sh.entries[i]
 		n := int64(n)
+		var debt int64
+		if c := e.b >> 32; c > 0 { // shard.state, inlined
+			debt = gcraDebt(p, state{a: e.a, b: e.b & (1<<32 - 1), c: c}, now)
+		}
+		if used := debt + n*p.emission; n <= p.burst && (used <= p.tau || n == 0) && p.den < 1<<32 {
+			q := quo(used, p.den)
+			frac := used - q*p.den
+			reset := q
+			if frac != 0 {
+				reset++
+			}
+			e.meta |= metaUsed
+			if n > 0 {
+				e.a, e.b = now+q, p.den<<32|frac // setState, inlined
+			}
+			*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
+			sh.mu.Unlock()
+			return nil
+		}
+	}
+	sh.decideLocked(d, p, h, i, key, int64(n), now)
+	sh.mu.Unlock()
+	return nil
+}
+
+// decideLocked decides n for key (hash h, at i or none) at now, with the
+// shard locked: allow's decision for everything but its common case.
+func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key string, n, now int64) {
+	if p.alg == GCRA {
+		// decideGCRA and meter fused, as in allow, for a request that is
+		// allowed on a new key or on a wide state (a refusal is decided
+		// below, by the definition). used is read only when n ≤ burst,
+		// when it cannot have overflowed.
 		var e *memEntry
 		var debt int64
 		if i != none {
@@ -368,29 +464,25 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 				}
 			}
 			*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
-			sh.mu.Unlock()
-			return nil
+			return
 		}
 	}
 	if p.alg == SlidingLog {
-		*d = sh.decideLog(h, i, p, key, int64(n), now)
-		sh.mu.Unlock()
-		return nil
+		*d = sh.decideLog(h, i, p, key, n, now)
+		return
 	}
 	var st state
 	if i != none {
 		sh.entries[i].meta |= metaUsed
 		st, _ = sh.state(i)
 	}
-	next, write := decideStateTo(d, p, st, i != none, now, int64(n))
+	next, write := decideStateTo(d, p, st, i != none, now, n)
 	if write {
 		if i == none {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
 		}
 		sh.setState(i, next, now+int64(d.ResetAfter/time.Microsecond))
 	}
-	sh.mu.Unlock()
-	return nil
 }
 
 // emptyLog is the log of a key that has none; nothing writes to it.

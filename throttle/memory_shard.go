@@ -343,8 +343,11 @@ func (s *shard) homeExtLine(h uint64) uintptr {
 // keyHash hashes (alg, key). Its low bits choose the shard, its high 32
 // bits (the tag) the position in the shard's table.
 func keyHash(seed *hashSeed, alg Algorithm, key string) uint64 {
-	return strHash(seed, key) ^ uint64(alg)*0x9e3779b97f4a7c15
+	return strHash(seed, key) ^ algHash(alg)
 }
+
+// algHash is what keyHash mixes into a key's hash for its algorithm.
+func algHash(alg Algorithm) uint64 { return uint64(alg) * 0x9e3779b97f4a7c15 }
 
 // tag is the part of a key's hash the table keeps.
 func tag(h uint64) uint32 { return uint32(h >> 32) }

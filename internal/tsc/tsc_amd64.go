@@ -12,3 +12,13 @@ func ReadOrdered() uint64
 func hasRDTSCP() bool
 
 var arch = hasRDTSCP()
+
+// ReadPrefetching is Read, after it has started loading the line that
+// holds addr and, for a write, the line that holds waddr, as
+// internal/prefetch's Lines does: one call for the three, for the hot path
+// that reads the clock as soon as it knows where its state is (a Go call
+// spills every value the caller keeps in a register, and this one saves
+// one).
+//
+//go:noescape
+func ReadPrefetching(addr, waddr uintptr) uint64

@@ -32,3 +32,16 @@ TEXT ·hasRDTSCP(SB), NOSPLIT, $0-1
 no:
 	MOVB $0, ret+0(FP)
 	RET
+
+// func ReadPrefetching(addr, waddr uintptr) uint64
+TEXT ·ReadPrefetching(SB), NOSPLIT, $0-24
+	MOVQ       addr+0(FP), AX
+	MOVQ       waddr+8(FP), BX
+	PREFETCHT0 (AX)
+	// PREFETCHW (BX), which the Go assembler does not know: 0F 0D /1.
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	RDTSC
+	SHLQ $32, DX
+	ORQ  DX, AX
+	MOVQ AX, ret+16(FP)
+	RET

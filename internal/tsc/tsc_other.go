@@ -2,6 +2,8 @@
 
 package tsc
 
+import "github.com/smoothrate/ratelimit/internal/prefetch"
+
 // Read returns 0: only amd64 reads the counter (Usable is false).
 func Read() uint64 { return 0 }
 
@@ -9,3 +11,10 @@ func Read() uint64 { return 0 }
 func ReadOrdered() uint64 { return 0 }
 
 var arch = false
+
+// ReadPrefetching starts loading the lines, as internal/prefetch's Lines
+// does, and returns 0.
+func ReadPrefetching(addr, waddr uintptr) uint64 {
+	prefetch.Lines(addr, waddr)
+	return 0
+}
