@@ -4,6 +4,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 )
 
 // TestNext: the counter's scale comes from the monotonic clock over the
@@ -257,5 +258,25 @@ func TestCounterFollowedThenGivenUp(t *testing.T) {
 	}
 	if f.reads != reads {
 		t.Errorf("the counter was read %d times after it was given up", f.reads-reads)
+	}
+}
+
+// TestReadPrefetching checks that the read that also prefetches returns
+// the counter, as Read does (within a few seconds of ticks of the reads
+// around it), and 0 where Read does.
+func TestReadPrefetching(t *testing.T) {
+	var x, y [64]byte
+	for range 100 {
+		a := Read()
+		b := ReadPrefetching(uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&y)))
+		if !arch {
+			if a != 0 || b != 0 {
+				t.Fatalf("Read %d, ReadPrefetching %d: want 0 where the counter is not read", a, b)
+			}
+			continue
+		}
+		if d := int64(b - a); d < -1e10 || d > 1e10 {
+			t.Fatalf("ReadPrefetching %d, %d ticks from Read's %d", b, d, a)
+		}
 	}
 }
