@@ -231,6 +231,14 @@ func (e *Engine) Reserve(permits int, now int64) (moment int64, undo Undo) {
 	e.resync(now)
 	moment = e.nextFreeTicket
 	undo = Undo{storedPermits: e.storedPermits, nextFreeTicket: e.nextFreeTicket}
+	e.book(permits)
+	undo.version = e.version
+	return moment, undo
+}
+
+// book spends permits on the resynced engine: stored permits first, and
+// what they do not cover pushes nextFreeTicket back.
+func (e *Engine) book(permits int) {
 	requested := float64(permits)
 	storedToSpend := min(requested, e.storedPermits)
 	// When the stored permits cover the request (the usual case of a
@@ -253,14 +261,15 @@ func (e *Engine) Reserve(permits int, now int64) (moment int64, undo Undo) {
 	}
 	e.storedPermits -= storedToSpend
 	e.version++
-	undo.version = e.version
-	return moment, undo
 }
 
 // ReserveWait books permits at now and returns how long the caller must wait
-// (never negative): Guava's reserveAndGetWaitLength.
+// (never negative): Guava's reserveAndGetWaitLength. It is Reserve without
+// the Undo, for callers that never cancel.
 func (e *Engine) ReserveWait(permits int, now int64) int64 {
-	moment, _ := e.Reserve(permits, now)
+	e.resync(now)
+	moment := e.nextFreeTicket
+	e.book(permits)
 	return sat.Wait(moment, now)
 }
 
