@@ -87,7 +87,9 @@ func (r *serverRunner) start(store, redisAddr string) (*exec.Cmd, string, error)
 		}
 		return startServer(r.bin, args, r.c.serverProcs, func(line string) string { return line })
 	}
-	args := []string{"rlqs", "--config", r.cfgFile, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"}
+	// Every simulated Envoy connects from 127.0.0.1: no per-client cap
+	// (by default one address holds at most 256 connections).
+	args := []string{"rlqs", "--config", r.cfgFile, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--max-conns-per-client", "0"}
 	if redisAddr != "" {
 		args = append(args, "--redis", "redis://"+redisAddr+"/0")
 	}
