@@ -943,3 +943,16 @@ func TestAccessors(t *testing.T) {
 		t.Fatalf("warming-up accessors: %+v", w)
 	}
 }
+
+// TestMinPredicted: minPredicted is the builtin min to the bit, NaN and
+// signed zeros included.
+func TestMinPredicted(t *testing.T) {
+	vals := []float64{math.NaN(), math.Inf(-1), -1e308, -1, math.Copysign(0, -1), 0, 5e-324, 1, 1e9, math.MaxFloat64, math.Inf(1)}
+	for _, a := range vals {
+		for _, b := range vals {
+			if got, want := minPredicted(a, b), min(a, b); math.Float64bits(got) != math.Float64bits(want) {
+				t.Errorf("minPredicted(%v, %v) = %v (%#x), min gives %v (%#x)", a, b, got, math.Float64bits(got), want, math.Float64bits(want))
+			}
+		}
+	}
+}
