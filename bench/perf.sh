@@ -28,6 +28,8 @@
 #	fleet.md      N processes on one name: Redis cost against fleet size
 #	http.md       httplimit middleware vs the Go peers, and ratelimit proxy
 #	rls.md        ratelimit rls vs envoyproxy/ratelimit (bench/cmd/rlsbench)
+#	rls-tls.md    the same with gRPC over TLS (rlsbench -tls)
+#	rlqs.md       ratelimit rlqs under 1 000 simulated Envoys (bench/cmd/rlqsbench)
 #
 # Set ONLY to a space-separated list of parts to run just those, e.g.
 #	ONLY="keyed http" ./perf.sh
@@ -67,4 +69,6 @@ want http && go run ./cmd/httpbench -count "${HTTP_COUNT:-9}" -benchtime "${HTTP
 if want rls && [ -d cmd/rlsbench ]; then
 	go run ./cmd/rlsbench ${RLS_FLAGS:--d 10s -rounds 3} > "$out/rls.md"
 fi
+want rls-tls && go run ./cmd/rlsbench ${RLS_FLAGS:--d 10s -rounds 3} -tls > "$out/rls-tls.md"
+want rlqs && go run ./cmd/rlqsbench > "$out/rlqs.md"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
