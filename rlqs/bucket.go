@@ -239,6 +239,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 			// The client stopped reporting the bucket: its
 			// assignment has expired; tell it to forget the bucket.
 			delete(b.subs, st)
+			st.forget(b.key, b)
 			c.leave(now, now)
 			st.enqueue(b.key, b.abandonAction())
 			s.stats.abandons.Add(1)
@@ -246,6 +247,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 			// No request for a long time: forget it (the client
 			// reports it again, as new, on its next request).
 			delete(b.subs, st)
+			st.forget(b.key, b)
 			c.leave(now, now.Add(settle))
 			if len(c.holds) > 0 {
 				b.gone = append(b.gone, c)

@@ -28,6 +28,9 @@ const (
 	DefaultAllocationInterval = 20 * time.Millisecond
 	// DefaultStoreTimeout bounds one call to the store (WithStoreTimeout).
 	DefaultStoreTimeout = 100 * time.Millisecond
+	// DefaultMaxBucketsPerStream bounds the buckets one stream (one
+	// Envoy) holds at once (WithMaxBucketsPerStream).
+	DefaultMaxBucketsPerStream = 10000
 )
 
 // serverConfig holds every knob; buildConfig is where defaults are set.
@@ -35,13 +38,15 @@ type serverConfig struct {
 	settle       time.Duration
 	interval     time.Duration
 	storeTimeout time.Duration
+	maxPerStream int
 	serverID     string
 	storeHook    func(error)
 	errs         []error
 }
 
 func buildConfig(opts []Option) (serverConfig, error) {
-	c := serverConfig{settle: DefaultSettleTime, interval: DefaultAllocationInterval, storeTimeout: DefaultStoreTimeout}
+	c := serverConfig{settle: DefaultSettleTime, interval: DefaultAllocationInterval, storeTimeout: DefaultStoreTimeout,
+		maxPerStream: DefaultMaxBucketsPerStream}
 	for _, o := range opts {
 		if o == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
@@ -99,6 +104,24 @@ func WithStoreTimeout(d time.Duration) Option {
 		if positive("store timeout", d, c) {
 			c.storeTimeout = d
 		}
+	})
+}
+
+// WithMaxBucketsPerStream bounds the buckets one stream (one Envoy) holds
+// at once (default DefaultMaxBucketsPerStream): the server's memory for a
+// client is bounded whatever bucket ids it reports. A report of a new bucket
+// past it is refused (counted in Stats.InvalidReports) and the Envoy
+// applies its no-assignment behaviour to that bucket until one of its
+// buckets is abandoned (idle for abandon_after, or no longer reported).
+// With bucket ids that carry a per-user value ("*"), set it above the
+// users one Envoy sees within abandon_after.
+func WithMaxBucketsPerStream(n int) Option {
+	return optionFunc(func(c *serverConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("%w: max buckets per stream %d must be at least 1", ErrInvalidOption, n))
+			return
+		}
+		c.maxPerStream = n
 	})
 }
 

@@ -209,6 +209,14 @@ func (s *Server) handle(st *stream, m *rlqsv3.RateLimitQuotaUsageReports) {
 			continue
 		}
 		key := canonicalID(id)
+		st.mu.Lock()
+		_, known := st.buckets[key]
+		full := !known && len(st.buckets) >= s.opts.maxPerStream
+		st.mu.Unlock()
+		if full {
+			s.stats.invalidReports.Add(1)
+			continue
+		}
 		for {
 			b := s.bucketFor(key, u.GetBucketId())
 			if b == nil {

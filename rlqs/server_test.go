@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -339,6 +340,83 @@ buckets:
 		within(t, "limit 40", ratesDuring([]*rlqstest.Envoy{a, b}, api, func() { time.Sleep(4 * time.Second) }), []float64{19.8, 19.8}, 0.05)
 		if s := h.srv.Stats(); s.ConfigLoads != 2 {
 			t.Errorf("stats %+v", s)
+		}
+	})
+}
+
+// TestMaxBucketsPerStream: a stream holds at most WithMaxBucketsPerStream
+// buckets at once; a report of one more is refused (the Envoy gets no
+// assignment for it) until one of its buckets is abandoned, which frees
+// its place.
+func TestMaxBucketsPerStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, `
+domain: edge
+abandon_after: 5s
+buckets:
+  - bucket_id: {route: login, user: "*"}
+    requests_per_unit: 100
+    unit: second
+`, nil, WithMaxBucketsPerStream(2))
+		e := h.envoy(rlqstest.Config{})
+		user := func(u string) map[string]string { return map[string]string{"route": "login", "user": u} }
+		a, b, c := user("a"), user("b"), user("c")
+		e.Request(a)
+		e.Request(b)
+		time.Sleep(1500 * time.Millisecond)
+		e.Request(c)
+		time.Sleep(1500 * time.Millisecond)
+		if !e.State(a).Assigned || !e.State(b).Assigned || e.State(c).Assigned {
+			t.Fatalf("a %+v, b %+v, c %+v: want a and b assigned, c refused", e.State(a), e.State(b), e.State(c))
+		}
+		if s := h.srv.Stats(); s.Subscriptions != 2 || s.InvalidReports == 0 {
+			t.Fatalf("stats %+v: want 2 subscriptions and c's reports refused", s)
+		}
+		// a goes idle and is abandoned after 5 s; c, still reported, then
+		// takes its place.
+		for range 8 {
+			e.Request(b)
+			e.Request(c)
+			time.Sleep(time.Second)
+		}
+		if e.State(a).Known || !e.State(c).Assigned {
+			t.Fatalf("after a's abandon: a %+v, c %+v", e.State(a), e.State(c))
+		}
+		if s := h.srv.Stats(); s.Subscriptions != 2 || s.Abandons != 1 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+}
+
+// TestAbandonForgetsStreamBucket: a stream's record of its buckets drops
+// the ones abandoned, so that a long-lived Envoy whose bucket ids change
+// (a value per user) holds no more than it reports.
+func TestAbandonForgetsStreamBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, `
+domain: edge
+abandon_after: 3s
+buckets:
+  - bucket_id: {route: login, user: "*"}
+    requests_per_unit: 100
+    unit: second
+`, nil)
+		e := h.envoy(rlqstest.Config{})
+		for i := range 20 {
+			e.Request(map[string]string{"route": "login", "user": fmt.Sprint(i)})
+			time.Sleep(time.Second)
+		}
+		time.Sleep(5 * time.Second)
+		h.srv.mu.Lock()
+		held := 0
+		for st := range h.srv.streams {
+			st.mu.Lock()
+			held += len(st.buckets)
+			st.mu.Unlock()
+		}
+		h.srv.mu.Unlock()
+		if s := h.srv.Stats(); held != 0 || s.Subscriptions != 0 || s.Buckets != 0 {
+			t.Errorf("20 users, each idle past abandon_after: the stream still holds %d buckets; stats %+v", held, s)
 		}
 	})
 }

@@ -13,7 +13,8 @@ type Stats struct {
 
 	// ReportMessages counts the usage report messages received, Reports
 	// the bucket usages in them, InvalidReports those refused (a bucket
-	// id empty or too large: MaxBucketIDKeys, MaxBucketIDBytes).
+	// id empty or too large: MaxBucketIDKeys, MaxBucketIDBytes; or a new
+	// bucket of a stream that holds WithMaxBucketsPerStream already).
 	ReportMessages, Reports, InvalidReports uint64
 	// Assignments counts the assignments sent that changed what a
 	// client runs (a token bucket, a blanket rule); Renewals the same

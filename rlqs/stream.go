@@ -63,6 +63,18 @@ func (st *stream) enqueue(key string, a *rlqsv3.RateLimitQuotaResponse_BucketAct
 	}
 }
 
+// forget drops the bucket key from the stream's buckets, if it is still b
+// (the stream may have subscribed since to a bucket made anew for the
+// key): b no longer counts st among its subscribers. Called with b.mu
+// held (the order is b.mu, then st.mu, as for enqueue).
+func (st *stream) forget(key string, b *bucket) {
+	st.mu.Lock()
+	if st.buckets[key] == b {
+		delete(st.buckets, key)
+	}
+	st.mu.Unlock()
+}
+
 // take empties pending and returns it, with whether the sender should
 // stop after sending it.
 func (st *stream) take() ([]*rlqsv3.RateLimitQuotaResponse_BucketAction, bool) {

@@ -66,8 +66,9 @@ other replicas; a restarted server rebuilds the shares from the Envoys'
 next reports.
 
 The tuning flags (--settle-time, --allocation-interval, --store-timeout,
---server-id) are the library's options of the same names; their defaults
-suit Envoys within a few milliseconds of the server.
+--server-id, --max-buckets-per-stream) are the library's options of the
+same names; their defaults suit Envoys within a few milliseconds of the
+server.
 
 Examples:
   ratelimit rlqs --config rlqs.yaml
@@ -100,6 +101,7 @@ type rlqsConfig struct {
 	allocation     time.Duration
 	storeTimeout   time.Duration
 	serverID       string
+	maxPerStream   int
 	check          bool
 	drain          time.Duration   // how long to serve on after SIGTERM, health failing
 	conns          serve.HTTPFlags // what one client may hold of the servers
@@ -154,6 +156,7 @@ func (c *rlqsConfig) flags(rf *redisflag.Flags) *flag.FlagSet {
 	fs.DurationVar(&c.allocation, "allocation-interval", rlqs.DefaultAllocationInterval, "compute the shares of buckets whose demand moved this often: the longest a report waits for the assignment it causes")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", rlqs.DefaultStoreTimeout, "with --redis: a claim that takes longer is an outage (the bucket keeps its last shares)")
 	fs.StringVar(&c.serverID, "server-id", "", "with --redis: this replica's `name` among those sharing the Redis, unique to each (default: hostname-pid-start time)")
+	fs.IntVar(&c.maxPerStream, "max-buckets-per-stream", rlqs.DefaultMaxBucketsPerStream, "most buckets one Envoy's stream holds at once: a new bucket past it gets no assignment (the Envoy's no-assignment behaviour) until one of its buckets is abandoned")
 	c.conns.Register(fs, "")
 	serve.RegisterDrain(fs, &c.drain, serve.DefaultDrain, true)
 	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
@@ -197,6 +200,9 @@ func (c *rlqsConfig) resolve(given map[string]bool, rf redisflag.Flags, getenv f
 		if d.v <= 0 || d.v > time.Minute {
 			return fmt.Errorf("%s %v: want a positive duration of at most a minute", d.flag, d.v)
 		}
+	}
+	if c.maxPerStream < 1 {
+		return fmt.Errorf("--max-buckets-per-stream %d: want 1 or more", c.maxPerStream)
 	}
 	if !given["redis"] {
 		if rf.PasswordFile != "" {

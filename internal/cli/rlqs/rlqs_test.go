@@ -319,6 +319,7 @@ func TestRLQSFlagErrors(t *testing.T) {
 		{[]string{"--config", cfg, "--metrics", "9090"}, `--metrics "9090": want host:port`},
 		{[]string{"--config", cfg, "--reload-interval", "0s"}, "--reload-interval 0s"},
 		{[]string{"--config", cfg, "--settle-time", "-1s"}, "--settle-time -1s: want a positive duration"},
+		{[]string{"--config", cfg, "--max-buckets-per-stream", "0"}, "--max-buckets-per-stream 0: want 1 or more"},
 		{[]string{"--config", cfg, "--allocation-interval", "2m"}, "--allocation-interval 2m0s: want a positive duration of at most a minute"},
 		{[]string{"--config", cfg, "--store-timeout", "1s"}, "--store-timeout applies to replicas sharing a Redis"},
 		{[]string{"--config", cfg, "--server-id", "a"}, "--server-id applies to replicas sharing a Redis"},

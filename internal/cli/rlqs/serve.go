@@ -42,7 +42,7 @@ func (c *rlqsConfig) runCheck(stdout, stderr io.Writer) int {
 // hook.
 func (c *rlqsConfig) options(hook func(error)) []rlqs.Option {
 	opts := []rlqs.Option{rlqs.WithSettleTime(c.settle), rlqs.WithAllocationInterval(c.allocation),
-		rlqs.WithStoreTimeout(c.storeTimeout), rlqs.WithStoreHook(hook)}
+		rlqs.WithStoreTimeout(c.storeTimeout), rlqs.WithMaxBucketsPerStream(c.maxPerStream), rlqs.WithStoreHook(hook)}
 	if c.serverID != "" {
 		opts = append(opts, rlqs.WithServerID(c.serverID))
 	}
