@@ -39,13 +39,18 @@ func Since(t time.Time) int64 { return int64(t.Sub(base)) }
 //
 // The counter is read only once an anchor says it is in use, and directly
 // (not through proc's read, a test's): the hot path is this function.
-func Now() int64 {
+func Now() int64 { return nowSince(0) }
+
+// nowSince is Now − start: the hot path of Now and of
+// Stopwatch.ElapsedUnordered, which calls it directly (one call fewer
+// than through Now).
+func nowSince(start int64) int64 {
 	if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
 		if d, ok := a.elapsed(Read()); ok {
-			return a.Mono + d
+			return a.Mono + d - start
 		}
 	}
-	return proc.slow()
+	return proc.slow() - start
 }
 
 // NowOrdered is Now, read after every instruction before it has completed.

@@ -67,13 +67,7 @@ func (s *Stopwatch) ReadsEarly() bool { return s.counter || s.ordered != nil }
 // the counter is read: see Stopwatch.
 func (s *Stopwatch) ElapsedUnordered() time.Duration {
 	if s.counter {
-		// Now, written out: one call fewer on every limiter's hot path.
-		if a := proc.anchor.Load(); a != nil && a.NsPerTick > 0 {
-			if d, ok := a.elapsed(Read()); ok {
-				return time.Duration(a.Mono + d - s.startTSC)
-			}
-		}
-		return time.Duration(proc.slow() - s.startTSC)
+		return time.Duration(nowSince(s.startTSC))
 	}
 	if s.src == nil {
 		return time.Since(s.start)
