@@ -260,3 +260,76 @@ func BenchmarkMemoryLatency(b *testing.B) {
 }
 
 var sinkLatency int64
+
+// alternated are the peers BenchmarkKeyedAlternating measures ours with:
+// the fastest, serial and parallel.
+var alternated = []string{"httprate", "sethvargo"}
+
+// turn is how many decisions a store makes in one turn of
+// BenchmarkKeyedAlternating: a quarter of the keys, some milliseconds.
+const turn = liveKeys / 4
+
+// BenchmarkKeyedAlternating measures ours-gcra and a peer in turns, each
+// making turn decisions on its own store (the keys in the measured order,
+// each store from where its last turn ended) while the other waits, b.N
+// decisions each in all, serial (procs=1) and with GOMAXPROCS goroutines,
+// and reports both stores' ns per decision and their ratio (ns/op is the
+// time of one decision of each). The separate benchmarks are measured
+// seconds apart, and on a shared machine whose memory is slower or faster
+// by times over seconds (its other tenants' work) each catches a phase of
+// its own; here both see the same phases, and share the processor's
+// caches as a limiter shares them with the rest of a server.
+func BenchmarkKeyedAlternating(b *testing.B) {
+	for _, name := range alternated {
+		i := slices.IndexFunc(peers, func(p peer) bool { return p.name == name })
+		for _, procs := range []int{1, runtime.GOMAXPROCS(0)} {
+			b.Run(fmt.Sprintf("%s/procs=%d", name, procs), func(b *testing.B) {
+				ds := [2]decider{ours(throttle.GCRA)(b), peers[i].make(b)}
+				for _, d := range ds {
+					warm(b, d)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				var spent [2]time.Duration
+				var next [2]int
+				for left := b.N; left > 0; left -= turn {
+					n := min(left, turn)
+					for s, d := range ds {
+						start := time.Now()
+						decide(b, d, &next[s], n, procs)
+						spent[s] += time.Since(start)
+					}
+				}
+				b.ReportMetric(float64(spent[0])/float64(b.N), "ours-ns/op")
+				b.ReportMetric(float64(spent[1])/float64(b.N), "peer-ns/op")
+				b.ReportMetric(float64(spent[0])/float64(spent[1]), "ratio")
+			})
+		}
+	}
+}
+
+// decide makes n decisions with d on keys from *next on, split over procs
+// goroutines, and moves *next past them.
+func decide(b *testing.B, d decider, next *int, n, procs int) {
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for g := range procs {
+		lo, hi := n*g/procs, n*(g+1)/procs
+		wg.Go(func() {
+			k := (*next + lo) % liveKeys
+			for range hi - lo {
+				if !d(keys[k]) {
+					refused.Add(1)
+				}
+				if k++; k == liveKeys {
+					k = 0
+				}
+			}
+		})
+	}
+	wg.Wait()
+	*next = (*next + n) % liveKeys
+	if r := refused.Load(); r > 0 {
+		b.Fatalf("%d decisions refused", r)
+	}
+}

@@ -41,6 +41,9 @@ func write(out io.Writer, rounds []report.Round, order []string) int {
 	fmt.Fprintln(out, "| Benchmark | median ns/op | min | max | B/op | allocs/op |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|")
 	for _, name := range order {
+		if strings.HasPrefix(name, inTurns+"/") {
+			continue // writeInTurns'
+		}
 		v := report.Column(rounds, ns, name)
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", name, report.Num(report.Median(v)),
 			report.Num(slices.Min(v)), report.Num(slices.Max(v)),
@@ -84,7 +87,52 @@ func write(out io.Writer, rounds []report.Round, order []string) int {
 		}
 	}
 	writeFloors(out, rounds, halves)
+	writeInTurns(out, rounds, order)
 	return missed
+}
+
+// inTurns is the benchmark that measures ours and a peer in turns of a
+// few milliseconds each (BenchmarkKeyedAlternating).
+const inTurns = "KeyedAlternating"
+
+// writeInTurns prints the rounds of BenchmarkKeyedAlternating: per peer
+// and number of goroutines, the medians of ours's and the peer's ns per
+// decision and of their ratio in each round, with the ratio's range. Its
+// ratios vary less from round to round than the ratios of the separate
+// benchmarks, which are measured seconds apart: both stores see the same
+// phases of a shared machine.
+func writeInTurns(out io.Writer, rounds []report.Round, order []string) {
+	var names []string
+	for _, name := range order {
+		if strings.HasPrefix(name, inTurns+"/") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| In turns | ours ns/op | peer ns/op | ratio (median of rounds) | per-round range |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|")
+	for _, name := range names {
+		// KeyedAlternating/httprate/procs=1
+		f := strings.Split(name, "/")
+		if len(f) != 3 {
+			continue
+		}
+		group := "KeyedParallel"
+		if f[2] == "procs=1" {
+			group = "Keyed"
+		}
+		r := report.Column(rounds, report.Unit("ratio"), name)
+		if len(r) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "| %s: %s / %s | %s | %s | %s | %s–%s |\n", group, ours, f[1],
+			report.Num(report.Median(report.Column(rounds, report.Unit("ours-ns/op"), name))),
+			report.Num(report.Median(report.Column(rounds, report.Unit("peer-ns/op"), name))),
+			report.Num(report.Median(r)), report.Num(slices.Min(r)), report.Num(slices.Max(r)))
+	}
 }
 
 // floors are the bench's rows that are not limiters but parts of every
