@@ -2,6 +2,8 @@ package redisscript
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"strings"
 
@@ -27,8 +29,9 @@ const (
 	// server not in a cluster, a cluster node talked to as a single
 	// server (MOVED, ASK, CROSSSLOT), an unknown command, a script the server
 	// cannot compile or run (a missing library or command), a key of
-	// another type where a script keeps its state, or a client that is
-	// closed or panics. Never fail open on it: a fleet that shares nothing
+	// another type where a script keeps its state, a client that is
+	// closed or panics, or a TLS handshake refused on its certificates
+	// (tlsRefused). Never fail open on it: a fleet that shares nothing
 	// would look healthy.
 	Misconfigured
 	// Bug: a reply nothing here expects: a script's runtime error of our
@@ -154,6 +157,9 @@ func Classify(err error) Class {
 			return Misconfigured
 		}
 	}
+	if tlsRefused(err) {
+		return Misconfigured
+	}
 	if !IsReply(err) {
 		// Not the server's answer: the dial, the connection or the
 		// pool failed (connection refused, reset, EOF, i/o timeout,
@@ -174,4 +180,25 @@ func Classify(err error) Class {
 		}
 	}
 	return Bug
+}
+
+// tlsRefused reports whether err is a TLS handshake that failed on what the
+// two sides were set up with, which no retry fixes (new files or a new URL
+// do): Redis's certificate not trusted, expired or not for the address
+// dialled; Redis refusing ours (a TLS alert: certificate required, bad or
+// unknown certificate, no protocol version in common); or a rediss:// URL
+// for a port that does not speak TLS.
+func tlsRefused(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var header tls.RecordHeaderError
+	if errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &header) {
+		return true
+	}
+	// A TLS alert from the server reaches the client as a *net.OpError
+	// ("remote error") around an unexported type: only its text says it.
+	return strings.Contains(err.Error(), "remote error: tls: ")
 }

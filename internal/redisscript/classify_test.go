@@ -2,6 +2,8 @@ package redisscript
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +75,14 @@ func TestClassifyTable(t *testing.T) {
 		{replyError("ERR ratelimit: key ratelimit:{x}:state holds a string, not the limiter state hash script: 24d0, on @user_script:183."), Misconfigured},
 		{redis.ErrClosed, Misconfigured},
 		{fmt.Errorf("%w: nil pointer", ErrClientPanic), Misconfigured},
+		// TLS set up wrong: ours or Redis's certificate, or TLS to a
+		// port without it.
+		{&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, Misconfigured},
+		{fmt.Errorf("dial: %w", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "10.0.0.1"}), Misconfigured},
+		{x509.CertificateInvalidError{Reason: x509.Expired}, Misconfigured},
+		{&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, Misconfigured},
+		{errors.New("remote error: tls: bad certificate"), Misconfigured},
+		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Misconfigured},
 		// Bugs: replies nothing here expects.
 		{replyError("THROTTLE-ERR time 1e300 µs is out of range"), Bug},
 		{replyError("ERR ratelimit: unknown op x"), Bug},
