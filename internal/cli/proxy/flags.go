@@ -21,6 +21,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
 	"github.com/smoothrate/ratelimit/internal/cli/serve"
 	"github.com/smoothrate/ratelimit/internal/netprefix"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 	"github.com/smoothrate/ratelimit/internal/units"
 	"github.com/smoothrate/ratelimit/throttle"
 )
@@ -36,6 +37,8 @@ type proxyConfig struct {
 	redisURL        string
 	newRedis        func() redis.UniversalClient
 	redisWhere      string
+	redisCert       *tlsfiles.KeyPair // --redis-tls-cert's, kept fresh while serving; nil without one
+	redisCertFile   string
 	failOpen        bool
 	maxKeys         int
 	conns           serve.HTTPFlags // --idle-timeout, --read-timeout, --max-header-bytes, --max-conns-per-client
@@ -141,6 +144,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "read the limit flags (--limit, --burst, --algorithm, --key) from this `file`, one per line; SIGHUP reads it again")
 	fs.Var(&f.trusted, "trusted-proxy", "a load balancer's `CIDR` or address whose X-Forwarded-For is believed (repeatable)")
 	f.redis.Register(fs, "share limits with other proxies through Redis at `URL`")
+	f.redis.TLS.Register(fs)
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus counters on this `address` at /metrics")
 	fs.IntVar(&f.maxKeys, "max-keys", throttle.DefaultMaxKeys, "without --redis: remember at most this many clients (the least recently seen are forgotten)")
 	fs.BoolVar(&f.failOpen, "fail-open", false, "let requests through when the store (Redis) cannot be reached, instead of answering 503 (never when it is set up wrong)")
@@ -211,11 +215,14 @@ func proxyConfigFrom(f *proxyFlags, fs *flag.FlagSet, words []string) (*proxyCon
 		return nil, err
 	}
 	if f.redis.URL != "" {
-		if c.newRedis, c.redisWhere, err = f.redis.Client(os.Getenv); err != nil {
+		if c.newRedis, c.redisWhere, c.redisCert, err = f.redis.Open(os.Getenv); err != nil {
 			return nil, err
 		}
+		c.redisCertFile = f.redis.TLS.CertFile
 	} else if f.redis.PasswordFile != "" {
 		return nil, redisflag.ErrPasswordFileAlone
+	} else if f.redis.TLS.Given() {
+		return nil, errors.New("the --redis-tls-* flags apply with --redis rediss://...")
 	}
 	switch {
 	case set["max-keys"] && c.redisURL != "":

@@ -20,6 +20,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 // These tests hold the proxy to what an operator relies on: a Redis set up
@@ -98,6 +99,47 @@ func TestProxyRedisSetUpWrong(t *testing.T) {
 			}
 		}
 		p.waitStderr(t, "set up wrong: never fails open")
+	}
+}
+
+// TestProxyRedisTLS: proxies share their limits through a Redis that
+// serves TLS only and requires a client certificate, with --redis rediss://
+// and the --redis-tls-* flags: the limit holds across two proxies and its
+// keys are there. Without the certificate the proxy does not start, even
+// with --fail-open; the flags without --redis are a usage error.
+func TestProxyRedisTLS(t *testing.T) {
+	t.Parallel()
+	bin := clitest.Binary(t)
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "redis CA")
+	caFile := ca.WriteCA(t, dir, "ca.crt")
+	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
+	cliCert, cliKey := ca.Issue(t, "proxy").Write(t, dir, "tls.crt", "tls.key")
+	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	be := backend(t).URL
+	url := "rediss://" + srv.TLSAddr() + "/0"
+	tlsArgs := []string{"--redis", url, "--redis-tls-cert", cliCert, "--redis-tls-key", cliKey, "--redis-tls-ca", caFile}
+	a := startProxy(t, bin, append(tlsArgs, "--limit", "3/h", be)...)
+	b := startProxy(t, bin, append(tlsArgs, "--limit", "3/h", be)...)
+	var codes []int
+	for _, p := range []*proxyProc{a, b, a, b} {
+		codes = append(codes, get(t, "http://"+p.addr+"/", "").code)
+	}
+	if want := []int{200, 200, 200, 429}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Errorf("4 requests through two proxies sharing 3/h: %v, want %v", codes, want)
+	}
+	if keys := srv.CLI("KEYS", "*"); keys == "" {
+		t.Error("no key in the TLS Redis")
+	}
+	// A handshake refused is Redis set up wrong for this proxy, not an
+	// outage: --fail-open must not pass requests unlimited on it.
+	stderr, code := runProxyEnv(t, bin, nil, "--fail-open", "--redis", url, "--redis-tls-ca", caFile, "--limit", "3/h", be)
+	if code != command.ExitUsage || !strings.Contains(stderr, "set up wrong") || !strings.Contains(stderr, "certificate required") {
+		t.Errorf("without the client certificate: status %d, stderr %q; want 2, set up wrong, and why", code, stderr)
+	}
+	stderr, code = runProxyEnv(t, bin, nil, "--redis-tls-ca", caFile, "--limit", "3/h", be)
+	if code != command.ExitUsage || !strings.Contains(stderr, "--redis-tls-* flags apply with --redis rediss://") {
+		t.Errorf("--redis-tls-ca without --redis: status %d, stderr %q", code, stderr)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -60,6 +61,8 @@ forgotten first), or in Redis with --redis URL so that several proxies share
 one limit per client (redis://host:6379/0, redis+cluster://h1:p1,h2:p2). Give
 the password with --redis-password-file or $REDIS_PASSWORD rather than in
 the URL, which every user of the machine can read on the command line.
+A rediss:// URL takes a client certificate and CAs with the --redis-tls-*
+flags; the certificate is read again when its files change.
 When Redis fails or takes more than 200 ms to answer, requests get 503 with
 Retry-After (--fail-open: they pass, unlimited, until Redis answers again).
 A Redis that answers but is set up wrong (a wrong password or database, a
@@ -198,6 +201,23 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// reloads, and never kills.
 	stopReload := p.reloadOnHangup(c.configFile)
 	defer stopReload()
+	if c.redisCert != nil {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer func() {
+			stopWatch()
+			wg.Wait()
+		}()
+		wg.Go(func() {
+			c.redisCert.Watch(watchCtx, 0, func(err error) {
+				if err != nil {
+					errLog.Printf("Redis client certificate %s: %v; keeping the one in use", c.redisCertFile, err)
+				} else {
+					errLog.Printf("Redis client certificate %s reloaded", c.redisCertFile)
+				}
+			})
+		})
+	}
 	fmt.Fprintf(stdout, "ratelimit proxy: listening on http://%s, forwarding to %s, %s, %s%s\n",
 		ln.Addr(), c.target.Redacted(), c.limits, storeName, metricsNote)
 	status := servers.Run(ctx, nil)

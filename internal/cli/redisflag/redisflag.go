@@ -86,7 +86,7 @@ func (f Flags) Open(getenv func(string) string) (newClient func() redis.Universa
 	var tlsConf *tls.Config
 	if f.TLS.Given() {
 		if tlsConf, cert, err = f.TLS.Config(); err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, fmt.Errorf("--redis-tls-*: %w", err)
 		}
 	}
 	if newClient, where, err = ParseURLTLS(f.URL, password, tlsConf); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/smoothrate/ratelimit/distributed"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 )
 
 // Help is the part of a command's usage text that explains --redis.
@@ -38,7 +39,8 @@ name by accident must not share one limit; with --join it joins anyway and
 adopts the stored rate. Redis URLs:
 ` + redisflag.URLForms + `The password is better given with --redis-password-file or $REDIS_PASSWORD
 than in the URL, which every user of the machine can read on the command
-line.
+line. A rediss:// URL takes a client certificate and CAs with the
+--redis-tls-* flags; the certificate is read again when its files change.
 When Redis cannot be reached, a process fails open by default: it spends
 the permits it already holds, then runs alone at --safe-rate, or at RATE
 divided by the number of processes Redis last reported, and shares again as
@@ -67,6 +69,7 @@ func (f *Flags) Register(fs *flag.FlagSet, unit string) {
 	f.unit = unit
 	fs.BoolVar(&f.join, "join", false, "with --redis: join --name even if it holds another rate, kind or unit, adopting them (else exit status 2)")
 	f.redis.Register(fs, "share the limit with other processes through Redis at `URL` (redis://host:6379/0, redis+cluster://h1:p1,h2:p2); needs --name")
+	f.redis.TLS.Register(fs)
 	fs.StringVar(&f.name, "name", "", "with --redis: the shared limit's `name`; processes with the same name share one rate")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "with --redis: stop (exit status 1) when Redis cannot be reached, instead of carrying on at a fallback rate")
 	fs.StringVar(&f.safeRate, "safe-rate", "", "with --redis: this process's `rate` while Redis cannot be reached (default: RATE divided by the processes Redis last reported; needed to start while Redis is down)")
@@ -75,7 +78,9 @@ func (f *Flags) Register(fs *flag.FlagSet, unit string) {
 // Config is the checked form of Flags.
 type Config struct {
 	newClient func() redis.UniversalClient
-	where     string // the server(s), without password, for messages
+	where     string            // the server(s), without password, for messages
+	cert      *tlsfiles.KeyPair // --redis-tls-cert's, to keep fresh; nil without one
+	certFile  string
 	name      string
 	unit      string // recorded with the state: "bytes" (pipe) or "jobs" (run)
 	join      bool   // adopt a name that holds another rate, kind or unit
@@ -90,7 +95,7 @@ func (f *Flags) Check(parseRate func(string) (float64, error)) (*Config, error) 
 		for _, used := range []struct {
 			set  bool
 			flag string
-		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}, {f.redis.PasswordFile != "", "--redis-password-file"}} {
+		}{{f.name != "", "--name"}, {f.failClosed, "--fail-closed"}, {f.safeRate != "", "--safe-rate"}, {f.join, "--join"}, {f.redis.PasswordFile != "", "--redis-password-file"}, {f.redis.TLS.Given(), "--redis-tls-*"}} {
 			if used.set {
 				return nil, fmt.Errorf("%s only applies to a limit shared through Redis: add --redis URL", used.flag)
 			}
@@ -100,9 +105,9 @@ func (f *Flags) Check(parseRate func(string) (float64, error)) (*Config, error) 
 	if f.name == "" {
 		return nil, errors.New("--redis needs --name: the processes that share a limit find it by name, e.g. --name uploads")
 	}
-	c := &Config{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed}
+	c := &Config{name: f.name, unit: f.unit, join: f.join, failClose: f.failClosed, certFile: f.redis.TLS.CertFile}
 	var err error
-	if c.newClient, c.where, err = f.redis.Client(os.Getenv); err != nil {
+	if c.newClient, c.where, c.cert, err = f.redis.Open(os.Getenv); err != nil {
 		return nil, err
 	}
 	if f.safeRate != "" {
@@ -171,10 +176,35 @@ func (c *Config) Begin(w io.Writer, prefix string, rate float64, opts []distribu
 		return nil, nil, command.ExitFail
 	}
 	stopWatch := sl.watch(w, prefix, format)
+	stopCert := c.watchCert(w, prefix)
 	return sl, func() {
+		stopCert()
 		stopWatch()
 		sl.close(w, prefix)
 	}, command.ExitOK
+}
+
+// watchCert reads --redis-tls-cert's files again when they change (a
+// renewed certificate), saying so on w, until the returned stop.
+func (c *Config) watchCert(w io.Writer, prefix string) (stop func()) {
+	if c.cert == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c.cert.Watch(ctx, 0, func(err error) {
+			if err != nil {
+				fmt.Fprintf(w, "%s: Redis client certificate %s: %v; keeping the one in use\n", prefix, c.certFile, err)
+			} else {
+				fmt.Fprintf(w, "%s: Redis client certificate %s reloaded\n", prefix, c.certFile)
+			}
+		})
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // errMisconfigured marks a start-up failure that is a configuration error

@@ -22,6 +22,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 func TestMain(m *testing.M) { clitest.MainWithRuntimeDir(m) }
@@ -208,6 +209,7 @@ func TestRunSharesRateThroughRedis(t *testing.T) {
 func TestRedisFlagErrors(t *testing.T) {
 	t.Parallel()
 	bin := clitest.Binary(t)
+	caFile := tlstest.NewCA(t, "redis CA").WriteCA(t, t.TempDir(), "ca.crt")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -218,6 +220,10 @@ func TestRedisFlagErrors(t *testing.T) {
 		{[]string{"run", "--fail-closed", "--rate", "1/s", "true"}, "--fail-closed only applies"},
 		{[]string{"pipe", "--safe-rate", "1k", "1MB/s"}, "--safe-rate only applies"},
 		{[]string{"run", "--join", "--rate", "1/s", "true"}, "--join only applies"},
+		{[]string{"pipe", "--redis-tls-ca", "ca.crt", "1MB/s"}, "--redis-tls-* only applies"},
+		{[]string{"pipe", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--redis-tls-ca", caFile, "1MB/s"}, "need a rediss:// or rediss+cluster:// URL"},
+		{[]string{"pipe", "--redis", "rediss://127.0.0.1:6379/0", "--name", "x", "--redis-tls-ca", "missing.crt", "1MB/s"}, "--redis-tls-*: tls: open missing.crt"},
+		{[]string{"run", "--redis", "rediss://127.0.0.1:6379/0", "--name", "x", "--redis-tls-cert", caFile, "--rate", "1/s", "true"}, "--redis-tls-*: tls: a certificate needs both"},
 		{[]string{"pipe", "--redis", "http://127.0.0.1:6379", "--name", "x", "1MB/s"}, "invalid URL scheme"},
 		{[]string{"pipe", "--redis", "127.0.0.1:6379", "--name", "x", "1MB/s"}, "not a URL"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:port/0", "--name", "x", "--rate", "1/s", "true"}, "invalid port"},
@@ -371,6 +377,43 @@ func TestPipeThroughRedisCluster(t *testing.T) {
 	checkNotices(t, "pipe", stderr)
 	if minTook := 400 * time.Millisecond; took < minTook {
 		t.Errorf("600 kB at 1 MB/s took %v, less than %v", took, minTook)
+	}
+}
+
+// TestPipeThroughRedisTLS: a pipe shares its limit through a Redis that
+// serves TLS only and requires a client certificate, with --redis
+// rediss:// and the --redis-tls-* flags: the copy is made, unchanged, at
+// the rate, with the shared state written there; without the client
+// certificate the same Redis refuses the pipe at start, --safe-rate or
+// not.
+func TestPipeThroughRedisTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "redis CA")
+	caFile := ca.WriteCA(t, dir, "ca.crt")
+	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
+	cliCert, cliKey := ca.Issue(t, "pipe").Write(t, dir, "tls.crt", "tls.key")
+	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	bin := clitest.Binary(t)
+	in := clitest.RandomInput(t, 600_000)
+	url := "rediss://" + srv.TLSAddr() + "/0"
+	out, stderr, code, took := clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "secure",
+		"--redis-tls-cert", cliCert, "--redis-tls-key", cliKey, "--redis-tls-ca", caFile, "1MB/s")
+	if code != command.ExitOK || !bytes.Equal(out, in) {
+		t.Fatalf("exit %d, stderr %q, %d of %d bytes out (equal: %v)", code, stderr, len(out), len(in), bytes.Equal(out, in))
+	}
+	checkNotices(t, "pipe", stderr)
+	if minTook := 400 * time.Millisecond; took < minTook {
+		t.Errorf("600 kB at 1 MB/s took %v, less than %v", took, minTook)
+	}
+	if keys := srv.CLI("KEYS", "*"); !strings.Contains(keys, "secure") {
+		t.Errorf("Redis holds %q, no state for the name", keys)
+	}
+	// A handshake refused is Redis set up wrong, not an outage: no
+	// fallback rate applies.
+	out, stderr, code, _ = clitest.Exec(t, bin, in, "", "pipe", "--redis", url, "--name", "secure", "--redis-tls-ca", caFile, "--safe-rate", "1MB/s", "1MB/s")
+	if code != command.ExitUsage || len(out) != 0 || !strings.Contains(stderr, "not set up for this limit") || !strings.Contains(stderr, "certificate required") {
+		t.Errorf("without the client certificate: exit %d, %d bytes out, stderr %q; want 2, nothing copied, and why", code, len(out), stderr)
 	}
 }
 
