@@ -31,7 +31,7 @@ const (
 	// cannot compile or run (a missing library or command), a key of
 	// another type where a script keeps its state, a client that is
 	// closed or panics, or a TLS handshake refused on its certificates
-	// (tlsRefused). Never fail open on it: a fleet that shares nothing
+	// (TLSRefused). Never fail open on it: a fleet that shares nothing
 	// would look healthy.
 	Misconfigured
 	// Bug: a reply nothing here expects: a script's runtime error of our
@@ -157,7 +157,7 @@ func Classify(err error) Class {
 			return Misconfigured
 		}
 	}
-	if tlsRefused(err) {
+	if TLSRefused(err) {
 		return Misconfigured
 	}
 	if !IsReply(err) {
@@ -182,13 +182,13 @@ func Classify(err error) Class {
 	return Bug
 }
 
-// tlsRefused reports whether err is a TLS handshake that failed on what the
+// TLSRefused reports whether err is a TLS handshake that failed on what the
 // two sides were set up with, which no retry fixes (new files or a new URL
 // do): Redis's certificate not trusted, expired or not for the address
 // dialled; Redis refusing ours (a TLS alert: certificate required, bad or
 // unknown certificate, no protocol version in common); or a rediss:// URL
 // for a port that does not speak TLS.
-func tlsRefused(err error) bool {
+func TLSRefused(err error) bool {
 	var verify *tls.CertificateVerificationError
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError

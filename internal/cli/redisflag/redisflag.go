@@ -275,17 +275,23 @@ var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+clus
 
 // ClusterNodeAsServer reports an error when a client for one server talks
 // to a Cluster node: the node would answer MOVED for every key in another
-// node's slots, which no wait would end. Every command that takes --redis
-// runs it at start (exit status 2). A node that does not answer is not
-// this check's business (the command's own start check reports it).
+// node's slots, which no wait would end; and when the server refuses the
+// client's TLS handshake, or the client the server's
+// (redisscript.TLSRefused), which no wait ends either. Every command that
+// takes --redis runs it at start (exit status 2). A node that does not
+// answer, or refuses the INFO command, is not this check's business (the
+// command's own start check reports what matters to it).
 func ClusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
 	c, ok := client.(*redis.Client)
 	if !ok {
 		return nil
 	}
 	info, err := c.Info(ctx, "cluster").Result()
-	if err == nil && strings.Contains(info, "cluster_enabled:1") {
+	switch {
+	case err == nil && strings.Contains(info, "cluster_enabled:1"):
 		return errClusterNode
+	case err != nil && redisscript.TLSRefused(err):
+		return err
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/internal/tlstest"
@@ -497,4 +498,11 @@ func TestRLSRedisTLS(t *testing.T) {
 		assert.NotContains(t, p.Stderr.String(), "does not answer")
 	}
 	assert.Contains(t, srv.CLI("KEYS", "*"), "test_k_x_")
+	// Without the client certificate the handshake is refused: Redis set
+	// up wrong for this service, exit 2 at start, not an outage to wait
+	// out.
+	stderr, code := clitest.RunToExit(t, clitest.Binary(t), nil, rlsWait, "rls", "--config", cfg, "--grpc", "127.0.0.1:0",
+		"--http", "127.0.0.1:0", "--redis", "rediss://"+srv.TLSAddr()+"/0", "--redis-tls-ca", caFile)
+	assert.Equal(t, command.ExitUsage, code, stderr)
+	assert.Contains(t, stderr, "certificate required")
 }
