@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 // startTimeout bounds how long a server may take to report that it accepts
@@ -85,6 +87,26 @@ func StartTLS(t testing.TB, certFile, keyFile, caFile string, extra ...string) *
 		args = append(args, "--tls-auth-clients", "no")
 	}
 	return start(t, args, extra)
+}
+
+// TLSFiles are the files a client of StartTLSClientAuth's server needs:
+// the CA of the server's certificate, and a client certificate and key the
+// server accepts.
+type TLSFiles struct {
+	CA, ClientCert, ClientKey string
+}
+
+// StartTLSClientAuth is StartTLS with a new CA, in a temporary directory,
+// that signs the server's certificate (for 127.0.0.1) and one for a client
+// named client: the server requires a client certificate of that CA.
+func StartTLSClientAuth(t testing.TB, client string, extra ...string) (*Server, TLSFiles) {
+	t.Helper()
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "redis CA")
+	f := TLSFiles{CA: ca.WriteCA(t, dir, "ca.crt")}
+	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
+	f.ClientCert, f.ClientKey = ca.Issue(t, client).Write(t, dir, "tls.crt", "tls.key")
+	return StartTLS(t, srvCert, srvKey, f.CA, extra...), f
 }
 
 // TLSAddr returns "127.0.0.1:tlsport" (StartTLS).

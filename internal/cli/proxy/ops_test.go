@@ -20,7 +20,6 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
-	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 // These tests hold the proxy to what an operator relies on: a Redis set up
@@ -110,12 +109,8 @@ func TestProxyRedisSetUpWrong(t *testing.T) {
 func TestProxyRedisTLS(t *testing.T) {
 	t.Parallel()
 	bin := clitest.Binary(t)
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "redis CA")
-	caFile := ca.WriteCA(t, dir, "ca.crt")
-	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
-	cliCert, cliKey := ca.Issue(t, "proxy").Write(t, dir, "tls.crt", "tls.key")
-	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	srv, files := redistest.StartTLSClientAuth(t, "proxy")
+	cliCert, cliKey, caFile := files.ClientCert, files.ClientKey, files.CA
 	be := backend(t).URL
 	url := "rediss://" + srv.TLSAddr() + "/0"
 	tlsArgs := []string{"--redis", url, "--redis-tls-cert", cliCert, "--redis-tls-key", cliKey, "--redis-tls-ca", caFile}

@@ -235,11 +235,11 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClient, store throttle.Store, stderr io.Writer) error {
 	ping, cancel := context.WithTimeout(ctx, redisflag.StartTimeout)
 	defer cancel()
+	if err := redisflag.SetUpWrong(ping, client); err != nil {
+		return fmt.Errorf("redis at %s is set up wrong: %w; not starting, --fail-open or not", c.redisWhere, err)
+	}
 	err := client.Ping(ping).Err()
 	if err == nil {
-		if err := redisflag.ClusterNodeAsServer(ping, client); err != nil {
-			return fmt.Errorf("redis at %s is set up wrong: %w; not starting, --fail-open or not", c.redisWhere, err)
-		}
 		// PING passes where the limiter's script may not run (an ACL
 		// user without EVALSHA, a key of another type): one decision
 		// that counts nothing runs it.

@@ -273,39 +273,53 @@ func Quiet() { redis.SetLogger(quietLogger{}) }
 // errClusterNode: a single-server URL names a node of a Redis Cluster.
 var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
 
-// ClusterNodeAsServer reports an error when a client for one server talks
-// to a Cluster node: the node would answer MOVED for every key in another
-// node's slots, which no wait would end; and when the server refuses the
-// client's TLS handshake, or the client the server's
-// (redisscript.TLSRefused), which no wait ends either. Every command that
-// takes --redis runs it at start (exit status 2). A node that does not
-// answer, or refuses the INFO command, is not this check's business (the
-// command's own start check reports what matters to it).
-func ClusterNodeAsServer(ctx context.Context, client redis.UniversalClient) error {
-	c, ok := client.(*redis.Client)
-	if !ok {
-		return nil
-	}
-	info, err := c.Info(ctx, "cluster").Result()
-	switch {
-	case err == nil && strings.Contains(info, "cluster_enabled:1"):
-		return errClusterNode
-	case err != nil && redisscript.TLSRefused(err):
-		return err
+// SetUpWrong reports the two ways a Redis can be set up wrong for its
+// client that the client's own calls do not report in time: a TLS
+// handshake refused on the certificates (redisscript.TLSRefused), which
+// the client takes for a failed dial and retries until its caller's
+// deadline, so that SetUpWrong tries once, on a connection of its own; and
+// a client for one server talking to a Cluster node, which would answer
+// MOVED for every key in another node's slots. No wait ends either. Every
+// command that takes --redis runs it at start, before its other checks
+// (exit status 2). A server that does not answer, or refuses the INFO
+// command, is not this check's business: the command's own start check
+// reports what matters to it.
+func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
+	switch c := client.(type) {
+	case *redis.Client:
+		o := *c.Options()
+		o.MaxRetries, o.PoolSize = -1, 1
+		once := redis.NewClient(&o)
+		defer once.Close()
+		info, err := once.Info(ctx, "cluster").Result()
+		switch {
+		case err == nil && strings.Contains(info, "cluster_enabled:1"):
+			return errClusterNode
+		case err != nil && redisscript.TLSRefused(err):
+			return err
+		}
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.MaxRetries = -1
+		once := redis.NewClusterClient(&o)
+		defer once.Close()
+		if err := once.Ping(ctx).Err(); err != nil && redisscript.TLSRefused(err) {
+			return err
+		}
 	}
 	return nil
 }
 
 // CheckAtStart is the look a serving command whose store rides out
 // outages takes at its Redis before it serves: a Cluster node named as a
-// single server (ClusterNodeAsServer), then check, the store's own start
+// single server or a TLS handshake refused (SetUpWrong), then check, the store's own start
 // check (a script run once), within StartTimeout. A Redis set up wrong is
 // err, naming where (exit status 2); one that does not answer is down,
 // for a warning: the command serves and its store waits for Redis.
 func CheckAtStart(client redis.UniversalClient, where string, check func(context.Context) error) (down, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	if err := ClusterNodeAsServer(ctx, client); err != nil {
+	if err := SetUpWrong(ctx, client); err != nil {
 		return nil, fmt.Errorf("redis at %s is set up wrong: %w", where, err)
 	}
 	if err := check(ctx); err != nil {

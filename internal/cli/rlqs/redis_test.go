@@ -18,7 +18,6 @@ import (
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/internal/rlqstest"
 	"github.com/smoothrate/ratelimit/internal/testlong"
-	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 // replicas starts two `ratelimit rlqs` on the Redis at url with the file
@@ -154,14 +153,9 @@ func TestRLQSRedisAwayAtStart(t *testing.T) {
 // claims are made (an Envoy gets its share, no outage) and written there.
 func TestRLQSRedisTLS(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "redis CA")
-	caFile := ca.WriteCA(t, dir, "ca.crt")
-	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
-	cliCert, cliKey := ca.Issue(t, "rlqs").Write(t, dir, "tls.crt", "tls.key")
-	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	srv, files := redistest.StartTLSClientAuth(t, "rlqs")
 	p := startRLQS(t, "--config", writeConfig(t, 100), "--redis", "rediss://"+srv.TLSAddr()+"/0",
-		"--redis-tls-cert", cliCert, "--redis-tls-key", cliKey, "--redis-tls-ca", caFile)
+		"--redis-tls-cert", files.ClientCert, "--redis-tls-key", files.ClientKey, "--redis-tls-ca", files.CA)
 	f := newEnvoys(t)
 	e := f.add(p.grpcAddr, rlqstest.Config{})
 	f.drive(e, api, 100)

@@ -475,11 +475,8 @@ func TestRLSStopCacheKeyIncrement(t *testing.T) {
 func TestRLSRedisTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "redis CA")
-	caFile := ca.WriteCA(t, dir, "ca.crt")
-	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
-	cliCert, cliKey := ca.Issue(t, "envoy-ratelimit").Write(t, dir, "tls.crt", "tls.key")
-	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	srv, files := redistest.StartTLSClientAuth(t, "envoy-ratelimit")
+	cliCert, cliKey, caFile := files.ClientCert, files.ClientKey, files.CA
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
 	for i, c := range []struct {

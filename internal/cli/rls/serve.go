@@ -146,7 +146,7 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
 	defer cancel()
-	if err := redisflag.ClusterNodeAsServer(ctx, client); err != nil {
+	if err := redisflag.SetUpWrong(ctx, client); err != nil {
 		client.Close()
 		return nil, "", nil, nil, fmt.Errorf("redis at %s is set up wrong: %w", c.redisWhere, err)
 	}

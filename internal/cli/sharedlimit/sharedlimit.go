@@ -242,11 +242,11 @@ func MisconfiguredStatus(err error, status int) int {
 func (s *Limit) start(w io.Writer, prefix string, format func(float64) string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
 	defer cancel()
+	if err := redisflag.SetUpWrong(ctx, s.client); err != nil {
+		return fmt.Errorf("redis at %s is %w: %w", s.cfg.where, errMisconfigured, err)
+	}
 	err := s.client.Ping(ctx).Err()
 	if err == nil {
-		if err := redisflag.ClusterNodeAsServer(ctx, s.client); err != nil {
-			return fmt.Errorf("redis at %s is %w: %w", s.cfg.where, errMisconfigured, err)
-		}
 		// Any other failure is the limiter's to handle, as for any
 		// later call: fail open or closed.
 		err := s.Join(ctx)

@@ -388,12 +388,8 @@ func TestPipeThroughRedisCluster(t *testing.T) {
 // not.
 func TestPipeThroughRedisTLS(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := tlstest.NewCA(t, "redis CA")
-	caFile := ca.WriteCA(t, dir, "ca.crt")
-	srvCert, srvKey := ca.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
-	cliCert, cliKey := ca.Issue(t, "pipe").Write(t, dir, "tls.crt", "tls.key")
-	srv := redistest.StartTLS(t, srvCert, srvKey, caFile)
+	srv, files := redistest.StartTLSClientAuth(t, "pipe")
+	cliCert, cliKey, caFile := files.ClientCert, files.ClientKey, files.CA
 	bin := clitest.Binary(t)
 	in := clitest.RandomInput(t, 600_000)
 	url := "rediss://" + srv.TLSAddr() + "/0"
