@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -201,23 +200,8 @@ func (c *proxyConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// reloads, and never kills.
 	stopReload := p.reloadOnHangup(c.configFile)
 	defer stopReload()
-	if c.redisCert != nil {
-		watchCtx, stopWatch := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		defer func() {
-			stopWatch()
-			wg.Wait()
-		}()
-		wg.Go(func() {
-			c.redisCert.Watch(watchCtx, 0, func(err error) {
-				if err != nil {
-					errLog.Printf("Redis client certificate %s: %v; keeping the one in use", c.redisCertFile, err)
-				} else {
-					errLog.Printf("Redis client certificate %s reloaded", c.redisCertFile)
-				}
-			})
-		})
-	}
+	stopCertWatch := redisflag.WatchCert(c.redisCert, c.redisCertFile, 0, errLog.Printf)
+	defer stopCertWatch()
 	fmt.Fprintf(stdout, "ratelimit proxy: listening on http://%s, forwarding to %s, %s, %s%s\n",
 		ln.Addr(), c.target.Redacted(), c.limits, storeName, metricsNote)
 	status := servers.Run(ctx, nil)

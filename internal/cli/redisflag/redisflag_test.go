@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -124,6 +125,36 @@ func TestRedisTLSClientCert(t *testing.T) {
 	if err := ping("redis://"+srv.Addr()+"/0", good); err == nil || !strings.Contains(err.Error(), "rediss://") {
 		t.Errorf("TLS files with redis://: %v", err)
 	}
+	// SetUpWrong finds each refused handshake at once, and passes the
+	// good one.
+	setUpWrong := func(url string, files TLS) error {
+		newClient, _, _, err := Flags{URL: url, TLS: files}.Open(func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClient()
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return SetUpWrong(ctx, c)
+	}
+	if err := setUpWrong("rediss://"+srv.TLSAddr()+"/0", good); err != nil {
+		t.Errorf("SetUpWrong with the client certificate: %v", err)
+	}
+	for _, c := range []struct {
+		url   string
+		files TLS
+		want  string
+	}{
+		{"rediss://" + srv.TLSAddr() + "/0", TLS{CAFile: caFile}, "certificate required"},
+		{"rediss+cluster://" + srv.TLSAddr(), TLS{CAFile: caFile}, "certificate required"},
+		{"rediss://" + srv.TLSAddr() + "/0", TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: otherFile}, "unknown authority"},
+		{"rediss://" + misnamed.TLSAddr() + "/0", good, "127.0.0.1"},
+	} {
+		if err := setUpWrong(c.url, c.files); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("SetUpWrong(%s, %+v) = %v, want an error with %q", c.url, c.files, err, c.want)
+		}
+	}
 	// A cluster URL takes them too.
 	newClient, _, _, err := Flags{URL: "rediss+cluster://" + srv.TLSAddr(), TLS: good}.Open(func(string) string { return "" })
 	if err != nil {
@@ -155,4 +186,45 @@ func TestCheckAtStart(t *testing.T) {
 			t.Errorf("err %q does not say where Redis is and what is wrong", err)
 		}
 	}
+}
+
+// TestWatchCert: new certificate files are read and said so; files that do
+// not make a pair are said, and the certificate in use kept; a nil
+// certificate is watched by nothing.
+func TestWatchCert(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "CA")
+	certFile, keyFile := ca.Issue(t, "first").Write(t, dir, "tls.crt", "tls.key")
+	_, pair, err := TLS{CertFile: certFile, KeyFile: keyFile}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	stop := WatchCert(pair, certFile, time.Millisecond, func(format string, args ...any) { lines <- fmt.Sprintf(format, args...) })
+	defer stop()
+	await := func(want string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case l := <-lines:
+				if strings.Contains(l, want) {
+					if !strings.Contains(l, certFile) {
+						t.Errorf("%q does not name %s", l, certFile)
+					}
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no line with %q", want)
+			}
+		}
+	}
+	ca.Issue(t, "second").Write(t, dir, "tls.crt", "tls.key")
+	await("reloaded")
+	if err := os.WriteFile(certFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	await("keeping the one in use")
+	stop()
+	WatchCert(nil, "", 0, nil)()
 }

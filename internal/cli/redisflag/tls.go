@@ -1,9 +1,12 @@
 package redisflag
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
+	"sync"
+	"time"
 
 	"github.com/smoothrate/ratelimit/internal/tlsfiles"
 )
@@ -48,3 +51,28 @@ func (t TLS) Config() (*tls.Config, *tlsfiles.KeyPair, error) {
 
 // errTLSWithoutTLS: TLS files for a URL that does not ask for TLS.
 var errTLSWithoutTLS = errors.New("the --redis-tls-* flags need a rediss:// or rediss+cluster:// URL")
+
+// WatchCert keeps cert, the client certificate of file (--redis-tls-cert),
+// fresh until the returned stop: it reads the files again every interval
+// (0: tlsfiles' default) and says each reload, and each failed one (the
+// certificate in use is kept), with logf. With a nil cert it does nothing.
+func WatchCert(cert *tlsfiles.KeyPair, file string, interval time.Duration, logf func(format string, args ...any)) (stop func()) {
+	if cert == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		cert.Watch(ctx, interval, func(err error) {
+			if err != nil {
+				logf("Redis client certificate %s: %v; keeping the one in use", file, err)
+			} else {
+				logf("Redis client certificate %s reloaded", file)
+			}
+		})
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}

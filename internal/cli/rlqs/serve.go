@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
@@ -151,23 +150,8 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 
-	background, stopBackground := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		stopBackground()
-		wg.Wait()
-	}()
-	if c.redisCert != nil {
-		wg.Go(func() {
-			c.redisCert.Watch(background, c.reloadInterval, func(err error) {
-				if err != nil {
-					errLog.Printf("Redis client certificate %s: %v; keeping the one in use", c.redisTLSCert, err)
-				} else {
-					errLog.Printf("Redis client certificate %s reloaded", c.redisTLSCert)
-				}
-			})
-		})
-	}
+	stopCertWatch := redisflag.WatchCert(c.redisCert, c.redisTLSCert, c.reloadInterval, errLog.Printf)
+	defer stopCertWatch()
 
 	sm := &serverMetrics{stats: srv.Stats}
 	// One cap for every listener: a client holds at most

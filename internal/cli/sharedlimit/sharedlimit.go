@@ -176,35 +176,14 @@ func (c *Config) Begin(w io.Writer, prefix string, rate float64, opts []distribu
 		return nil, nil, command.ExitFail
 	}
 	stopWatch := sl.watch(w, prefix, format)
-	stopCert := c.watchCert(w, prefix)
+	stopCert := redisflag.WatchCert(c.cert, c.certFile, 0, func(format string, args ...any) {
+		fmt.Fprintf(w, prefix+": "+format+"\n", args...)
+	})
 	return sl, func() {
 		stopCert()
 		stopWatch()
 		sl.close(w, prefix)
 	}, command.ExitOK
-}
-
-// watchCert reads --redis-tls-cert's files again when they change (a
-// renewed certificate), saying so on w, until the returned stop.
-func (c *Config) watchCert(w io.Writer, prefix string) (stop func()) {
-	if c.cert == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		c.cert.Watch(ctx, 0, func(err error) {
-			if err != nil {
-				fmt.Fprintf(w, "%s: Redis client certificate %s: %v; keeping the one in use\n", prefix, c.certFile, err)
-			} else {
-				fmt.Fprintf(w, "%s: Redis client certificate %s reloaded\n", prefix, c.certFile)
-			}
-		})
-	})
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
 
 // errMisconfigured marks a start-up failure that is a configuration error
