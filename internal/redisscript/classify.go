@@ -189,6 +189,10 @@ func Classify(err error) Class {
 // unknown certificate, no protocol version in common); or a rediss:// URL
 // for a port that does not speak TLS.
 func TLSRefused(err error) bool {
+	var refused *RefusedHandshake
+	if errors.As(err, &refused) {
+		return true
+	}
 	var verify *tls.CertificateVerificationError
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError
@@ -202,3 +206,15 @@ func TLSRefused(err error) bool {
 	// ("remote error") around an unexported type: only its text says it.
 	return strings.Contains(err.Error(), "remote error: tls: ")
 }
+
+// RefusedHandshake is a TLS handshake refused on the certificates
+// (TLSRefused), as a dialer reports it to go-redis so that go-redis gives
+// it to its caller at once. go-redis retries every network error, a failed
+// dial included, with pauses, until its caller's deadline: a refused
+// handshake, which is one, would end in the deadline, taken for an outage.
+// RefusedHandshake is not a network error and does not wrap one (its Err
+// is reached through the field, not errors.As), so go-redis does not
+// retry it; TLSRefused and Classify (Misconfigured) know it.
+type RefusedHandshake struct{ Err error }
+
+func (e *RefusedHandshake) Error() string { return e.Err.Error() }

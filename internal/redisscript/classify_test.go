@@ -83,6 +83,7 @@ func TestClassifyTable(t *testing.T) {
 		{&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, Misconfigured},
 		{errors.New("remote error: tls: bad certificate"), Misconfigured},
 		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Misconfigured},
+		{fmt.Errorf("redis: %w", &RefusedHandshake{Err: errors.New("tls: handshake failure")}), Misconfigured},
 		// Bugs: replies nothing here expects.
 		{replyError("THROTTLE-ERR time 1e300 µs is out of range"), Bug},
 		{replyError("ERR ratelimit: unknown op x"), Bug},

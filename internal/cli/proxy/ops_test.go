@@ -20,6 +20,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/redistest"
+	"github.com/smoothrate/ratelimit/internal/tlstest"
 )
 
 // These tests hold the proxy to what an operator relies on: a Redis set up
@@ -135,6 +136,28 @@ func TestProxyRedisTLS(t *testing.T) {
 	stderr, code = runProxyEnv(t, bin, nil, "--redis-tls-ca", caFile, "--limit", "3/h", be)
 	if code != command.ExitUsage || !strings.Contains(stderr, "--redis-tls-* flags apply with --redis rediss://") {
 		t.Errorf("--redis-tls-ca without --redis: status %d, stderr %q", code, stderr)
+	}
+	// Nor once it runs: Redis no longer trusting the proxy's certificate
+	// (its CA replaced) gets 503 at once, not a wait for the store's
+	// timeout taken for an outage, on which --fail-open would pass.
+	open := startProxy(t, bin, append(tlsArgs, "--fail-open", "--limit", "1000/h", "--key", "route", be)...)
+	if r := get(t, "http://"+open.addr+"/", ""); r.code != 200 {
+		t.Fatalf("--fail-open proxy before: %d", r.code)
+	}
+	other := tlstest.NewCA(t, "another CA").WriteCA(t, t.TempDir(), "other.crt")
+	srv.CLI("CONFIG", "SET", "tls-ca-cert-file", other)
+	srv.CLI("CLIENT", "KILL", "TYPE", "normal")
+	for i := range 3 {
+		if r := get(t, "http://"+open.addr+"/", ""); r.code != 503 {
+			t.Errorf("request %d, the proxy's certificate refused: %d, want 503 (never fail open)", i, r.code)
+		}
+	}
+	if line := waitStderrLine(t, open, "outage began"); !strings.Contains(line, "set up wrong") || !strings.Contains(line, "unknown certificate authority") {
+		t.Errorf("log %q: want set up wrong and why", line)
+	}
+	srv.CLI("CONFIG", "SET", "tls-ca-cert-file", caFile)
+	if r := get(t, "http://"+open.addr+"/", ""); r.code != 200 {
+		t.Errorf("the CA back: %d", r.code)
 	}
 }
 

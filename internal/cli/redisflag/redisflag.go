@@ -225,13 +225,18 @@ func ParseURLTLS(s, password string, tlsConf *tls.Config) (newClient func() redi
 // bound each call with a context deadline: ContextTimeoutEnabled makes the
 // deadline bound the socket I/O too. One dial per call: they retry on their
 // own, with growing pauses, and a refused connection is reported as such
-// rather than as a timeout.
+// rather than as a timeout. Over TLS, a handshake refused on the
+// certificates ends the call at once, as set up wrong (tlsCheck).
 func NewClient(opt *redis.Options) func() redis.UniversalClient {
 	opt.ContextTimeoutEnabled = true
 	if opt.DialerRetries == 0 {
 		opt.DialerRetries = 1
 	}
-	return func() redis.UniversalClient { return redis.NewClient(opt) }
+	return func() redis.UniversalClient {
+		c := redis.NewClient(opt)
+		checkTLS(c, opt.TLSConfig)
+		return c
+	}
 }
 
 // NewClusterClient is NewClient for a Redis Cluster. go-redis re-reads the
@@ -247,7 +252,11 @@ func NewClusterClient(opt *redis.ClusterOptions) func() redis.UniversalClient {
 	if opt.ClusterStateReloadInterval == 0 {
 		opt.ClusterStateReloadInterval = 250 * time.Millisecond
 	}
-	return func() redis.UniversalClient { return redis.NewClusterClient(opt) }
+	return func() redis.UniversalClient {
+		c := redis.NewClusterClient(opt)
+		checkTLS(c, opt.TLSConfig)
+		return c
+	}
 }
 
 // NewFailoverClient is NewClient for a server found through Redis
@@ -257,7 +266,11 @@ func NewFailoverClient(opt *redis.FailoverOptions) func() redis.UniversalClient 
 	if opt.DialerRetries == 0 {
 		opt.DialerRetries = 1
 	}
-	return func() redis.UniversalClient { return redis.NewFailoverClient(opt) }
+	return func() redis.UniversalClient {
+		c := redis.NewFailoverClient(opt)
+		checkTLS(c, opt.TLSConfig)
+		return c
+	}
 }
 
 // quietLogger drops go-redis's log lines.
@@ -276,8 +289,9 @@ var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+clus
 // SetUpWrong reports the two ways a Redis can be set up wrong for its
 // client that the client's own calls do not report in time: a TLS
 // handshake refused on the certificates (redisscript.TLSRefused), which
-// the client takes for a failed dial and retries until its caller's
-// deadline, so that SetUpWrong tries once, on a connection of its own; and
+// go-redis alone takes for a network error and retries until its caller's
+// deadline (the commands' clients do not: tlsCheck), so that SetUpWrong
+// tries once, on a connection of its own; and
 // a client for one server talking to a Cluster node, which would answer
 // MOVED for every key in another node's slots. No wait ends either. Every
 // command that takes --redis runs it at start, before its other checks

@@ -2,16 +2,20 @@ package redisflag
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/redisscript"
 	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/internal/tlstest"
 	"github.com/smoothrate/ratelimit/throttle"
@@ -227,4 +231,83 @@ func TestWatchCert(t *testing.T) {
 	await("keeping the one in use")
 	stop()
 	WatchCert(nil, "", 0, nil)()
+}
+
+// TestTLSRefusedMidRun: a TLS handshake refused while a command runs (its
+// client certificate no longer trusted by Redis, or Redis's certificate
+// renewed by a CA the command does not trust) ends each call with the
+// refusal, Redis set up wrong, after one dial: go-redis alone retries it
+// as a network error, and under TLS 1.3 sees Redis's refusal only on its
+// first read, so a call bounded by a store's timeout ended in its
+// deadline, an outage, on which a proxy with --fail-open passes requests.
+func TestTLSRefusedMidRun(t *testing.T) {
+	srv, f := redistest.StartTLSClientAuth(t, "client")
+	dir := t.TempDir()
+	other := tlstest.NewCA(t, "another CA")
+	otherCA := other.WriteCA(t, dir, "other.crt")
+	otherCert, otherKey := other.Issue(t, "127.0.0.1").Write(t, dir, "redis.crt", "redis.key")
+	serverCert := srv.CLI("CONFIG", "GET", "tls-cert-file")
+	serverKey := srv.CLI("CONFIG", "GET", "tls-key-file")
+	_, serverCert, _ = strings.Cut(strings.TrimSpace(serverCert), "\n")
+	_, serverKey, _ = strings.Cut(strings.TrimSpace(serverKey), "\n")
+	for _, side := range []struct {
+		name      string
+		set, back []string
+	}{
+		{"Redis refuses the client's certificate",
+			[]string{"tls-ca-cert-file", otherCA},
+			[]string{"tls-ca-cert-file", f.CA}},
+		{"the client refuses Redis's certificate",
+			[]string{"tls-cert-file", otherCert, "tls-key-file", otherKey},
+			[]string{"tls-cert-file", serverCert, "tls-key-file", serverKey}},
+	} {
+		for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+			t.Run(fmt.Sprintf("%s/%s", side.name, tls.VersionName(version)), func(t *testing.T) {
+				cfg, _, err := TLS{CertFile: f.ClientCert, KeyFile: f.ClientKey, CAFile: f.CA}.Config()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.MaxVersion = version
+				opt := &redis.Options{Addr: srv.TLSAddr(), TLSConfig: cfg}
+				dial := redis.NewDialer(opt)
+				var dials atomic.Int32
+				opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					dials.Add(1)
+					return dial(ctx, network, addr)
+				}
+				client := NewClient(opt)()
+				defer client.Close()
+				call := func() error {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					dials.Store(0)
+					return client.Ping(ctx).Err()
+				}
+				if err := call(); err != nil {
+					t.Fatalf("before: %v", err)
+				}
+				srv.CLI(append([]string{"CONFIG", "SET"}, side.set...)...)
+				srv.CLI("CLIENT", "KILL", "TYPE", "normal")
+				for i := range 3 {
+					err := call()
+					if err == nil || !Misconfigured(err) || errors.Is(err, context.DeadlineExceeded) || dials.Load() != 1 {
+						t.Errorf("call %d: %v after %d dials; want the refusal, set up wrong, after one", i, err, dials.Load())
+					}
+				}
+				// A cluster client's nodes check their dials too (its
+				// first call asks a node for the slots).
+				copt := &redis.ClusterOptions{Addrs: []string{srv.TLSAddr()}, TLSConfig: cfg, MaxRedirects: -1}
+				cluster := NewClusterClient(copt)()
+				defer cluster.Close()
+				var refused *redisscript.RefusedHandshake
+				if err := cluster.Ping(context.Background()).Err(); !errors.As(err, &refused) {
+					t.Errorf("cluster client: %v, want a RefusedHandshake", err)
+				}
+				srv.CLI(append([]string{"CONFIG", "SET"}, side.back...)...)
+				if err := call(); err != nil {
+					t.Errorf("after the certificates are right again: %v", err)
+				}
+			})
+		}
+	}
 }

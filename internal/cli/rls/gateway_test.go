@@ -495,6 +495,24 @@ func TestRLSRedisTLS(t *testing.T) {
 		assert.NotContains(t, p.Stderr.String(), "does not answer")
 	}
 	assert.Contains(t, srv.CLI("KEYS", "*"), "test_k_x_")
+	// Once it serves, Redis no longer trusting its certificate (the CA
+	// replaced) is set up wrong too: INTERNAL at once, not UNAVAILABLE
+	// after the store's timeout, which the gateway may take for an outage
+	// and fail open on.
+	p := startRLS(t, nil, "--config", cfg, "--redis", "rediss://"+srv.TLSAddr()+"/0", "--redis-tls-cert", cliCert,
+		"--redis-tls-key", cliKey, "--redis-tls-ca", caFile)
+	_, err := p.call(t.Context(), "test", "k=y")
+	require.NoError(t, err, p.Stderr.String())
+	srv.CLI("CONFIG", "SET", "tls-ca-cert-file", tlstest.NewCA(t, "another CA").WriteCA(t, dir, "other.crt"))
+	srv.CLI("CLIENT", "KILL", "TYPE", "normal")
+	for range 3 {
+		_, err = p.call(t.Context(), "test", "k=y")
+		assert.Equal(t, codes.Internal, status.Code(err), "%v", err)
+		assert.Contains(t, fmt.Sprint(err), "unknown certificate authority")
+	}
+	srv.CLI("CONFIG", "SET", "tls-ca-cert-file", caFile)
+	_, err = p.call(t.Context(), "test", "k=y")
+	assert.NoError(t, err, "the CA back")
 	// Without the client certificate the handshake is refused: Redis set
 	// up wrong for this service, exit 2 at start, not an outage to wait
 	// out.
