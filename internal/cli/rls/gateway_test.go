@@ -496,10 +496,12 @@ func TestRLSRedisTLS(t *testing.T) {
 	}
 	assert.Contains(t, srv.CLI("KEYS", "*"), "test_k_x_")
 	// Once it serves, Redis no longer trusting its certificate (the CA
-	// replaced) is set up wrong too: INTERNAL at once, not UNAVAILABLE
-	// after the store's timeout, which the gateway may take for an outage
-	// and fail open on.
-	p := startRLS(t, nil, "--config", cfg, "--redis", "rediss://"+srv.TLSAddr()+"/0", "--redis-tls-cert", cliCert,
+	// replaced) is set up wrong too: INTERNAL, not UNAVAILABLE, which the
+	// gateway may take for an outage and fail open on. (That the refusal
+	// comes at once, after one dial, where go-redis alone would retry it
+	// until the store's timeout, redisflag's TestTLSRefusedMidRun holds:
+	// the timeout here leaves a loaded machine time for the handshakes.)
+	p := startRLS(t, nil, "--config", cfg, "--store-timeout", "2s", "--redis", "rediss://"+srv.TLSAddr()+"/0", "--redis-tls-cert", cliCert,
 		"--redis-tls-key", cliKey, "--redis-tls-ca", caFile)
 	_, err := p.call(t.Context(), "test", "k=y")
 	require.NoError(t, err, p.Stderr.String())
