@@ -448,3 +448,15 @@ func TestProxyReload(t *testing.T) {
 		t.Errorf("SIGTERM: exit %d", code)
 	}
 }
+
+// TestProxyWarnsOfEvictions: a Redis that may evict the limits' keys when
+// full gets a warning at start.
+func TestProxyWarnsOfEvictions(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--maxmemory", "30mb", "--maxmemory-policy", "allkeys-lru")
+	p := startProxy(t, clitest.Binary(t), "--redis", clitest.RedisURL(srv), "--limit", "3/h", backend(t).URL)
+	line := waitStderrLine(t, p, "warning")
+	if want := "ratelimit proxy: warning: Redis at " + srv.Addr() + " evicts keys when it is full (maxmemory 30.00M, maxmemory-policy allkeys-lru)"; !strings.Contains(line, want) {
+		t.Errorf("%q, want %q", line, want)
+	}
+}

@@ -235,6 +235,9 @@ func (c *proxyConfig) checkRedis(ctx context.Context, client redis.UniversalClie
 	}
 	switch {
 	case err == nil:
+		if w := redisflag.Evictions(ping, client); w != "" {
+			fmt.Fprintf(stderr, "ratelimit proxy: warning: Redis at %s %s\n", c.redisWhere, w)
+		}
 		return nil
 	case storeMisconfigured(err):
 		return fmt.Errorf("redis at %s answers but is set up wrong: %v (check its password, database, URL scheme and ACL); not starting, --fail-open or not", c.redisWhere, err)

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -351,4 +352,48 @@ func CheckAtStart(client redis.UniversalClient, where string, check func(context
 // as a PING, as the libraries' shared classifier does.
 func Misconfigured(err error) bool {
 	return errors.Is(err, throttle.ErrMisconfigured) || redisscript.Classify(err) == redisscript.Misconfigured
+}
+
+// Evictions reports how Redis may forget a limit: a server (or, in a
+// Cluster, a primary) with a maxmemory and a maxmemory-policy other than
+// noeviction evicts keys when it is full, the limiters' too (every policy
+// may take them: they all have a TTL), and a limit whose key is evicted
+// starts again at its full allowance, silently admitting more than it
+// should. It returns what to say after "redis at WHERE", or "" when Redis
+// keeps its keys, or when INFO is refused (a managed Redis's ACL): a
+// warning, for the commands to print at start, since a Redis sized for its
+// keys may never evict.
+func Evictions(ctx context.Context, client redis.UniversalClient) string {
+	var mu sync.Mutex
+	var found string
+	look := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return nil
+		}
+		fields := map[string]string{}
+		for _, line := range strings.Split(info, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				fields[k] = v
+			}
+		}
+		policy := fields["maxmemory_policy"]
+		if fields["maxmemory"] == "0" || fields["maxmemory"] == "" || policy == "" || policy == "noeviction" {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if found == "" {
+			found = fmt.Sprintf("evicts keys when it is full (maxmemory %s, maxmemory-policy %s): a limit whose key it evicts starts again at its full allowance; with maxmemory-policy noeviction limits hold (and a full Redis is an outage)",
+				fields["maxmemory_human"], policy)
+		}
+		return nil
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, look)
+	case *redis.Client:
+		_ = look(ctx, c)
+	}
+	return found
 }

@@ -311,3 +311,38 @@ func TestTLSRefusedMidRun(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictions: a Redis with a maxmemory that may evict keys gets a
+// warning; one without a maxmemory, or with noeviction, none.
+func TestEvictions(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--maxmemory", "100mb", "--maxmemory-policy", "noeviction"}, ""},
+		{[]string{"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"}, "maxmemory 100.00M, maxmemory-policy allkeys-lru"},
+		{[]string{"--maxmemory", "100mb", "--maxmemory-policy", "volatile-ttl"}, "maxmemory-policy volatile-ttl"},
+	} {
+		srv := redistest.Start(t, c.args...)
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		got := Evictions(ctx, client)
+		client.Close()
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%v: %q, want %q", c.args, got, c.want)
+		}
+	}
+	// In a Cluster, any primary that may evict.
+	cl := redistest.StartCluster(t, 3)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer client.Close()
+	if got := Evictions(ctx, client); got != "" {
+		t.Errorf("cluster without maxmemory: %q", got)
+	}
+	cl.Servers[1].CLI("CONFIG", "SET", "maxmemory", "1gb")
+	cl.Servers[1].CLI("CONFIG", "SET", "maxmemory-policy", "allkeys-random")
+	if got := Evictions(ctx, client); !strings.Contains(got, "allkeys-random") {
+		t.Errorf("cluster with an evicting primary: %q", got)
+	}
+}

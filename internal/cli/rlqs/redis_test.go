@@ -165,3 +165,13 @@ func TestRLQSRedisTLS(t *testing.T) {
 	assert.Equal(t, 0.0, p.metric("ratelimit_rlqs_store_errors_total"))
 	assert.NotContains(t, p.Stderr.String(), "outage")
 }
+
+// TestRLQSWarnsOfEvictions: a Redis that may evict the servers' claims
+// when full gets a warning at start.
+func TestRLQSWarnsOfEvictions(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--maxmemory", "40mb", "--maxmemory-policy", "volatile-random")
+	p := startRLQS(t, "--config", writeConfig(t, 100), "--redis", clitest.RedisURL(srv))
+	p.WaitStderr(t, "ratelimit rlqs: warning: redis at "+srv.Addr()+" evicts keys when it is full (maxmemory 40.00M, maxmemory-policy volatile-random)", waitLimit)
+	assert.Equal(t, command.ExitOK, p.stop(), p.Stderr.String())
+}

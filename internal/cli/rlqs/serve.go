@@ -52,8 +52,9 @@ func (c *rlqsConfig) options(hook func(error)) []rlqs.Option {
 // at start. A Redis that answers but is set up wrong is an error wrapping
 // rlqs.ErrMisconfigured (exit status 2); one that does not answer is
 // returned as unreachable, for a warning: the server starts, and its
-// buckets get assignments once a claim succeeds.
-func (c *rlqsConfig) openStore() (store rlqs.Store, where string, closeStore func(), unreachable, err error) {
+// buckets get assignments once a claim succeeds. A Redis that may evict
+// the store's keys is a warning, given to warn.
+func (c *rlqsConfig) openStore(warn func(string)) (store rlqs.Store, where string, closeStore func(), unreachable, err error) {
 	if c.newRedis == nil {
 		return nil, "alone (no --redis)", func() {}, nil, nil
 	}
@@ -67,6 +68,13 @@ func (c *rlqsConfig) openStore() (store rlqs.Store, where string, closeStore fun
 	if unreachable, err = redisflag.CheckAtStart(client, c.redisWhere, rs.Check); err != nil {
 		client.Close()
 		return nil, "", nil, nil, err
+	}
+	if unreachable == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), redisflag.StartTimeout)
+		defer cancel()
+		if w := redisflag.Evictions(ctx, client); w != "" {
+			warn("redis at " + c.redisWhere + " " + w)
+		}
 	}
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, unreachable, nil
 }
@@ -113,7 +121,7 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
-	store, storeName, closeStore, unreachable, err := c.openStore()
+	store, storeName, closeStore, unreachable, err := c.openStore(func(w string) { fmt.Fprintf(stderr, "%s: warning: %s\n", prefix, w) })
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage

@@ -229,3 +229,19 @@ func TestRLSRedisKilledUnderLoad(t *testing.T) {
 	n, _ := strconv.Atoi(m[1])
 	assert.GreaterOrEqual(t, n, failed, "the outage's end counts the calls it failed: %s", strings.TrimSpace(m[0]))
 }
+
+// TestRLSWarnsOfEvictions: a Redis that may evict the service's keys when
+// full (a maxmemory, a policy other than noeviction) gets a warning at
+// start, since a limit whose key is evicted starts again at its full
+// allowance; one that keeps its keys, none.
+func TestRLSWarnsOfEvictions(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
+	evicting := redistest.Start(t, "--maxmemory", "50mb", "--maxmemory-policy", "volatile-lru")
+	p := startRLS(t, nil, "--config", cfg, "--redis", clitest.RedisURL(evicting))
+	assert.Contains(t, p.Stderr.String(), "ratelimit rls: warning: redis at "+evicting.Addr()+" evicts keys when it is full (maxmemory 50.00M, maxmemory-policy volatile-lru)")
+	keeping := redistest.Start(t, "--maxmemory", "50mb", "--maxmemory-policy", "noeviction")
+	p = startRLS(t, nil, "--config", cfg, "--redis", clitest.RedisURL(keeping))
+	assert.NotContains(t, p.Stderr.String(), "evicts")
+}

@@ -157,6 +157,8 @@ func (c *rlsConfig) openStore(stderr io.Writer) (store rls.Store, where string, 
 		}
 		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s does not answer (%v); answering UNAVAILABLE, and /healthcheck 500, until it does\n", c.redisWhere, err)
 		down = rs.Check
+	} else if w := redisflag.Evictions(ctx, client); w != "" {
+		fmt.Fprintf(stderr, "ratelimit rls: warning: redis at %s %s\n", c.redisWhere, w)
 	}
 	return rs, "redis " + c.redisWhere, func() { client.Close() }, down, nil
 }

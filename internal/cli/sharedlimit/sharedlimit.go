@@ -235,6 +235,9 @@ func (s *Limit) start(w io.Writer, prefix string, format func(float64) string) e
 		if errors.Is(err, distributed.ErrMisconfigured) {
 			return err
 		}
+		if ev := redisflag.Evictions(ctx, s.client); ev != "" {
+			fmt.Fprintf(w, "%s: warning: redis at %s %s\n", prefix, s.cfg.where, ev)
+		}
 		return nil
 	}
 	if redisflag.Misconfigured(err) {

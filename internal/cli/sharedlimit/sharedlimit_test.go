@@ -685,3 +685,20 @@ func TestRedisPasswordFromFileOrEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestPipeWarnsOfEvictions: a Redis that may evict the limit's keys when
+// full gets a warning at start (the fleet's shares would start again from
+// nothing); the pipe runs all the same.
+func TestPipeWarnsOfEvictions(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--maxmemory", "20mb", "--maxmemory-policy", "allkeys-lfu")
+	bin := clitest.Binary(t)
+	in := clitest.RandomInput(t, 1000)
+	out, stderr, code, _ := clitest.Exec(t, bin, in, "", "pipe", "--redis", clitest.RedisURL(srv), "--name", "evicting", "1MB/s")
+	if code != command.ExitOK || !bytes.Equal(out, in) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if want := "ratelimit pipe: warning: redis at " + srv.Addr() + " evicts keys when it is full (maxmemory 20.00M, maxmemory-policy allkeys-lfu)"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
