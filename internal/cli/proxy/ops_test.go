@@ -133,6 +133,12 @@ func TestProxyRedisTLS(t *testing.T) {
 	if code != command.ExitUsage || !strings.Contains(stderr, "set up wrong") || !strings.Contains(stderr, "certificate required") {
 		t.Errorf("without the client certificate: status %d, stderr %q; want 2, set up wrong, and why", code, stderr)
 	}
+	// Nor is a redis:// URL for the TLS port, which closes the
+	// connection as a server going down would.
+	stderr, code = runProxyEnv(t, bin, nil, "--fail-open", "--redis", "redis://"+srv.TLSAddr()+"/0", "--limit", "3/h", be)
+	if code != command.ExitUsage || !strings.Contains(stderr, "set up wrong: its port speaks TLS: use a rediss:// URL") {
+		t.Errorf("redis:// for the TLS port: status %d, stderr %q; want 2 and rediss://", code, stderr)
+	}
 	stderr, code = runProxyEnv(t, bin, nil, "--redis-tls-ca", caFile, "--limit", "3/h", be)
 	if code != command.ExitUsage || !strings.Contains(stderr, "--redis-tls-* flags apply with --redis rediss://") {
 		t.Errorf("--redis-tls-ca without --redis: status %d, stderr %q", code, stderr)

@@ -287,14 +287,16 @@ func Quiet() { redis.SetLogger(quietLogger{}) }
 // errClusterNode: a single-server URL names a node of a Redis Cluster.
 var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+cluster://host:port,... (or REDIS_TYPE=cluster)")
 
-// SetUpWrong reports the two ways a Redis can be set up wrong for its
-// client that the client's own calls do not report in time: a TLS
-// handshake refused on the certificates (redisscript.TLSRefused), which
-// go-redis alone takes for a network error and retries until its caller's
-// deadline (the commands' clients do not: tlsCheck), so that SetUpWrong
-// tries once, on a connection of its own; and
-// a client for one server talking to a Cluster node, which would answer
-// MOVED for every key in another node's slots. No wait ends either. Every
+// SetUpWrong reports the ways a Redis can be set up wrong for its client
+// that the client's own calls do not report in time: a TLS handshake
+// refused on the certificates (redisscript.TLSRefused), which go-redis
+// alone takes for a network error and retries until its caller's deadline
+// (the commands' clients do not: tlsCheck), so that SetUpWrong tries once,
+// on a connection of its own; a redis:// URL for a port that speaks only
+// TLS, which closes the connection on the first command, an EOF that
+// looks like an outage (speaksTLS); and a client for one server talking
+// to a Cluster node, which would answer MOVED for every key in another
+// node's slots. No wait ends any of them. Every
 // command that takes --redis runs it at start, before its other checks
 // (exit status 2). A server that does not answer, or refuses the INFO
 // command, is not this check's business: the command's own start check
@@ -312,17 +314,42 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 			return errClusterNode
 		case err != nil && redisscript.TLSRefused(err):
 			return err
+		case err != nil && o.TLSConfig == nil && o.Network == "tcp" && speaksTLS(ctx, o.Addr):
+			return errSpeaksTLS
 		}
 	case *redis.ClusterClient:
 		o := *c.Options()
 		o.MaxRetries = -1
 		once := redis.NewClusterClient(&o)
 		defer once.Close()
-		if err := once.Ping(ctx).Err(); err != nil && redisscript.TLSRefused(err) {
+		err := once.Ping(ctx).Err()
+		switch {
+		case err != nil && redisscript.TLSRefused(err):
 			return err
+		case err != nil && o.TLSConfig == nil && len(o.Addrs) > 0 && speaksTLS(ctx, o.Addrs[0]):
+			return errSpeaksTLS
 		}
 	}
 	return nil
+}
+
+// errSpeaksTLS: a redis:// URL for a port that speaks only TLS.
+var errSpeaksTLS = errors.New("its port speaks TLS: use a rediss:// URL (rediss+cluster:// for a Cluster, REDIS_TLS=true for rls)")
+
+// speaksTLS reports whether the server at addr answers a TLS handshake: it
+// does when the handshake ends, and when it fails on a TLS alert (no
+// client certificate, say); it does not when the server answers anything
+// else or closes the connection. Nothing is verified, nothing is sent
+// after the handshake: the answer only names the URL's scheme in an error.
+func speaksTLS(ctx context.Context, addr string) bool {
+	var d tls.Dialer
+	d.Config = &tls.Config{InsecureSkipVerify: true} // a probe of the protocol, not a connection to use
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	return strings.Contains(err.Error(), "remote error: tls: ")
 }
 
 // CheckAtStart is the look a serving command whose store rides out

@@ -145,6 +145,17 @@ func TestRedisTLSClientCert(t *testing.T) {
 	if err := setUpWrong("rediss://"+srv.TLSAddr()+"/0", good); err != nil {
 		t.Errorf("SetUpWrong with the client certificate: %v", err)
 	}
+	// A redis:// URL for the TLS port: the server closes the connection
+	// on the first command, which looks like an outage; SetUpWrong finds
+	// that the port speaks TLS. The plain port is not taken for one.
+	for _, url := range []string{"redis://" + srv.TLSAddr() + "/0", "redis+cluster://" + srv.TLSAddr()} {
+		if err := setUpWrong(url, TLS{}); !errors.Is(err, errSpeaksTLS) {
+			t.Errorf("SetUpWrong(%s) = %v, want %v", url, err, errSpeaksTLS)
+		}
+	}
+	if err := setUpWrong("redis://"+srv.Addr()+"/0", TLS{}); err != nil {
+		t.Errorf("SetUpWrong on the plain port: %v", err)
+	}
 	for _, c := range []struct {
 		url   string
 		files TLS

@@ -522,4 +522,9 @@ func TestRLSRedisTLS(t *testing.T) {
 		"--http", "127.0.0.1:0", "--redis", "rediss://"+srv.TLSAddr()+"/0", "--redis-tls-ca", caFile)
 	assert.Equal(t, command.ExitUsage, code, stderr)
 	assert.Contains(t, stderr, "certificate required")
+	// The TLS port without REDIS_TLS: set up wrong too, not an outage.
+	stderr, code = clitest.RunToExit(t, clitest.Binary(t), []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + srv.TLSAddr()}, rlsWait, "rls",
+		"--config", cfg, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	assert.Equal(t, command.ExitUsage, code, stderr)
+	assert.Contains(t, stderr, "its port speaks TLS")
 }
