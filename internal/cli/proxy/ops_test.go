@@ -455,6 +455,19 @@ func TestProxyReload(t *testing.T) {
 	}
 }
 
+// TestProxyRedisNotRedis: --redis naming a port where another server
+// answers (here the backend, HTTP) is set up wrong: exit 2, --fail-open or
+// not, not a warning that Redis does not answer and a proxy that then
+// passes every request unlimited.
+func TestProxyRedisNotRedis(t *testing.T) {
+	t.Parallel()
+	be := backend(t).URL
+	stderr, code := runProxyEnv(t, clitest.Binary(t), nil, "--fail-open", "--redis", "redis://"+strings.TrimPrefix(be, "http://")+"/0", "--limit", "3/h", be)
+	if code != command.ExitUsage || !strings.Contains(stderr, "does not speak Redis's protocol (a wrong port?)") || !strings.Contains(stderr, "HTTP/1.1 400") {
+		t.Errorf("status %d, stderr %q; want 2, and what answered", code, stderr)
+	}
+}
+
 // TestProxyWarnsOfEvictions: a Redis that may evict the limits' keys when
 // full gets a warning at start.
 func TestProxyWarnsOfEvictions(t *testing.T) {

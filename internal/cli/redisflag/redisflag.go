@@ -294,7 +294,8 @@ var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+clus
 // (the commands' clients do not: tlsCheck), so that SetUpWrong tries once,
 // on a connection of its own; a redis:// URL for a port that speaks only
 // TLS, which closes the connection on the first command, an EOF that
-// looks like an outage (speaksTLS); and a client for one server talking
+// looks like an outage (speaksTLS); a port where another server answers,
+// not in RESP (notRESP); and a client for one server talking
 // to a Cluster node, which would answer MOVED for every key in another
 // node's slots. No wait ends any of them. Every
 // command that takes --redis runs it at start, before its other checks
@@ -316,6 +317,8 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 			return err
 		case err != nil && o.TLSConfig == nil && o.Network == "tcp" && speaksTLS(ctx, o.Addr):
 			return errSpeaksTLS
+		case notRESP(err):
+			return fmt.Errorf("%w: %v", errNotRedis, err)
 		}
 	case *redis.ClusterClient:
 		o := *c.Options()
@@ -328,9 +331,26 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 			return err
 		case err != nil && o.TLSConfig == nil && len(o.Addrs) > 0 && speaksTLS(ctx, o.Addrs[0]):
 			return errSpeaksTLS
+		case notRESP(err):
+			return fmt.Errorf("%w: %v", errNotRedis, err)
 		}
 	}
 	return nil
+}
+
+// errNotRedis: the server answered the first command with something that
+// is not RESP (an HTTP or SSH server's greeting): a wrong port.
+var errNotRedis = errors.New("it does not speak Redis's protocol (a wrong port?)")
+
+// notRESP reports whether err is go-redis's failure to read a reply that
+// is not RESP at all (its first byte is no reply type, or the greeting
+// after HELLO is not a map).
+func notRESP(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "redis: invalid reply: ") || strings.HasPrefix(msg, "redis: can't parse ")
 }
 
 // errSpeaksTLS: a redis:// URL for a port that speaks only TLS.

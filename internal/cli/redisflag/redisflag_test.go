@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -355,5 +357,38 @@ func TestEvictions(t *testing.T) {
 	cl.Servers[1].CLI("CONFIG", "SET", "maxmemory-policy", "allkeys-random")
 	if got := Evictions(ctx, client); !strings.Contains(got, "allkeys-random") {
 		t.Errorf("cluster with an evicting primary: %q", got)
+	}
+}
+
+// TestSetUpWrongNotRedis: a URL for a port where another server answers
+// (HTTP, an SSH greeting) is set up wrong, not an outage to wait out: the
+// server answers, in another protocol.
+func TestSetUpWrongNotRedis(t *testing.T) {
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	ssh, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ssh.Close()
+	go func() {
+		for {
+			c, err := ssh.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
+			c.Close()
+		}
+	}()
+	for _, addr := range []string{web.Listener.Addr().String(), ssh.Addr().String()} {
+		for _, c := range []redis.UniversalClient{NewClient(&redis.Options{Addr: addr})(), NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})()} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := SetUpWrong(ctx, c); !errors.Is(err, errNotRedis) {
+				t.Errorf("%s, %T: %v, want %v", addr, c, err, errNotRedis)
+			}
+			cancel()
+			c.Close()
+		}
 	}
 }
