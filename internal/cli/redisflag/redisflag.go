@@ -13,10 +13,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -315,7 +317,7 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 			return errClusterNode
 		case err != nil && redisscript.TLSRefused(err):
 			return err
-		case err != nil && o.TLSConfig == nil && o.Network == "tcp" && speaksTLS(ctx, o.Addr):
+		case closedOnUs(err) && o.TLSConfig == nil && o.Network == "tcp" && speaksTLS(ctx, o.Addr):
 			return errSpeaksTLS
 		case notRESP(err):
 			return fmt.Errorf("%w: %v", errNotRedis, err)
@@ -329,7 +331,7 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 		switch {
 		case err != nil && redisscript.TLSRefused(err):
 			return err
-		case err != nil && o.TLSConfig == nil && len(o.Addrs) > 0 && speaksTLS(ctx, o.Addrs[0]):
+		case closedOnUs(err) && o.TLSConfig == nil && len(o.Addrs) > 0 && speaksTLS(ctx, o.Addrs[0]):
 			return errSpeaksTLS
 		case notRESP(err):
 			return fmt.Errorf("%w: %v", errNotRedis, err)
@@ -356,12 +358,26 @@ func notRESP(err error) bool {
 // errSpeaksTLS: a redis:// URL for a port that speaks only TLS.
 var errSpeaksTLS = errors.New("its port speaks TLS: use a rediss:// URL (rediss+cluster:// for a Cluster, REDIS_TLS=true for rls)")
 
+// closedOnUs reports whether err is the server closing the connection on
+// the first command, as a port that speaks only TLS does with one in
+// plain text (a server going down does it too: speaksTLS tells them apart).
+func closedOnUs(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// tlsProbeTimeout bounds speaksTLS: a server that speaks neither TLS nor
+// anything that answers a ClientHello waits for more, and the start check
+// that called it has its own work left to do.
+const tlsProbeTimeout = time.Second
+
 // speaksTLS reports whether the server at addr answers a TLS handshake: it
 // does when the handshake ends, and when it fails on a TLS alert (no
 // client certificate, say); it does not when the server answers anything
 // else or closes the connection. Nothing is verified, nothing is sent
 // after the handshake: the answer only names the URL's scheme in an error.
 func speaksTLS(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, tlsProbeTimeout)
+	defer cancel()
 	var d tls.Dialer
 	d.Config = &tls.Config{InsecureSkipVerify: true} // a probe of the protocol, not a connection to use
 	conn, err := d.DialContext(ctx, "tcp", addr)
