@@ -160,15 +160,41 @@ var built struct {
 	err      error
 }
 
+// runLimit bounds Run and Exec: a command that should have exited but
+// serves instead (a server that should have refused to start) is killed
+// and fails its test, rather than holding the test binary until go test's
+// own timeout, which leaves the process running.
+const runLimit = 2 * time.Minute
+
+// bounded runs cmd, killing it after runLimit; exited is false if it had
+// to.
+func bounded(cmd *exec.Cmd) (exited bool, err error) {
+	if err := cmd.Start(); err != nil {
+		return true, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-time.After(runLimit):
+		_ = cmd.Process.Kill()
+		return false, <-done
+	}
+}
+
 // Run runs bin with args and stdin and returns stdout, stderr and the exit
-// status.
+// status. One still running after runLimit is killed and fails the test.
 func Run(t *testing.T, bin, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	exited, err := bounded(cmd)
+	if !exited {
+		t.Fatalf("%v still running after %v; stderr: %s", args, runLimit, stderr.String())
+	}
 	code := 0
 	if err != nil {
 		var exit *exec.ExitError
@@ -182,7 +208,7 @@ func Run(t *testing.T, bin, stdin string, args ...string) (string, string, int) 
 
 // Exec runs bin with args, stdin as given, in dir ("" for the test's), and
 // returns stdout, stderr, the exit status and the wall time the process
-// took.
+// took. One still running after runLimit is killed and fails the test.
 func Exec(t *testing.T, bin string, stdin []byte, dir string, args ...string) (stdout []byte, stderr string, code int, took time.Duration) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -191,8 +217,11 @@ func Exec(t *testing.T, bin string, stdin []byte, dir string, args ...string) (s
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
-	err := cmd.Run()
+	exited, err := bounded(cmd)
 	took = time.Since(start)
+	if !exited {
+		t.Fatalf("%v still running after %v; stderr: %s", args, runLimit, errb.String())
+	}
 	if err != nil {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
