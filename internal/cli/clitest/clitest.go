@@ -166,9 +166,8 @@ var built struct {
 // own timeout, which leaves the process running.
 const runLimit = 2 * time.Minute
 
-// bounded runs cmd, killing it after runLimit; exited is false if it had
-// to.
-func bounded(cmd *exec.Cmd) (exited bool, err error) {
+// bounded runs cmd, killing it after limit; exited is false if it had to.
+func bounded(cmd *exec.Cmd, limit time.Duration) (exited bool, err error) {
 	if err := cmd.Start(); err != nil {
 		return true, err
 	}
@@ -177,7 +176,7 @@ func bounded(cmd *exec.Cmd) (exited bool, err error) {
 	select {
 	case err := <-done:
 		return true, err
-	case <-time.After(runLimit):
+	case <-time.After(limit):
 		_ = cmd.Process.Kill()
 		return false, <-done
 	}
@@ -191,7 +190,7 @@ func Run(t *testing.T, bin, stdin string, args ...string) (string, string, int) 
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	exited, err := bounded(cmd)
+	exited, err := bounded(cmd, runLimit)
 	if !exited {
 		t.Fatalf("%v still running after %v; stderr: %s", args, runLimit, stderr.String())
 	}
@@ -217,7 +216,7 @@ func Exec(t *testing.T, bin string, stdin []byte, dir string, args ...string) (s
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
-	exited, err := bounded(cmd)
+	exited, err := bounded(cmd, runLimit)
 	took = time.Since(start)
 	if !exited {
 		t.Fatalf("%v still running after %v; stderr: %s", args, runLimit, errb.String())
@@ -242,23 +241,18 @@ func RunToExit(t *testing.T, bin string, env []string, limit time.Duration, args
 	cmd.Env = append(os.Environ(), env...)
 	var out strings.Builder
 	cmd.Stderr = &out
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
+	exited, err := bounded(cmd, limit)
+	if !exited {
+		t.Fatalf("%v still running after %v; stderr: %s", args, limit, out.String())
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return out.String(), exit.ExitCode()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exit, ok := err.(*exec.ExitError); ok {
-			return out.String(), exit.ExitCode()
-		}
-		return out.String(), 0
-	case <-time.After(limit):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("%v still running after %v; stderr: %s", args, limit, out.String())
-		return "", -1
-	}
+	return out.String(), 0
 }
 
 // RandomInput is n random bytes.
