@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,8 +241,10 @@ func TestRLSWarnsOfEvictions(t *testing.T) {
 	writeFile(t, cfg, fmt.Sprintf(perDay, 10))
 	evicting := redistest.Start(t, "--maxmemory", "50mb", "--maxmemory-policy", "volatile-lru")
 	p := startRLS(t, nil, "--config", cfg, "--redis", clitest.RedisURL(evicting))
-	assert.Contains(t, p.Stderr.String(), "ratelimit rls: warning: redis at "+evicting.Addr()+" evicts keys when it is full (maxmemory 50.00M, maxmemory-policy volatile-lru)")
+	p.WaitStderr(t, "ratelimit rls: warning: redis at "+evicting.Addr()+" evicts keys when it is full (maxmemory 50.00M, maxmemory-policy volatile-lru)", rlsWait)
 	keeping := redistest.Start(t, "--maxmemory", "50mb", "--maxmemory-policy", "noeviction")
 	p = startRLS(t, nil, "--config", cfg, "--redis", clitest.RedisURL(keeping))
+	p.Signal(t, syscall.SIGINT) // no drain window
+	p.Wait(t, rlsWait)          // its standard error read to the end
 	assert.NotContains(t, p.Stderr.String(), "evicts")
 }
