@@ -217,13 +217,18 @@ func (g *Group) Run(ctx context.Context, stopping func()) int {
 	} else {
 		fmt.Fprintf(g.Stderr, "%s: shutting down, letting %s in flight finish\n", g.Prefix, g.Work)
 	}
+	if window > 0 {
+		// Before stopping: a client that sees the health check fail
+		// and asks once more gets its answer on a connection closed
+		// after it.
+		for _, s := range g.http {
+			s.SetKeepAlivesEnabled(false)
+		}
+	}
 	if stopping != nil {
 		stopping()
 	}
 	if window > 0 {
-		for _, s := range g.http {
-			s.SetKeepAlivesEnabled(false)
-		}
 		t := time.NewTimer(window)
 		select {
 		case <-t.C:
