@@ -202,8 +202,13 @@ func TLSRefused(err error) bool {
 		errors.As(err, &invalid) || errors.As(err, &header) {
 		return true
 	}
-	// A TLS alert from the server reaches the client as a *net.OpError
-	// ("remote error") around an unexported type: only its text says it.
+	return TLSAlert(err)
+}
+
+// TLSAlert reports whether err is a TLS alert from the server (a handshake
+// it refused). The alert reaches the client as a *net.OpError ("remote
+// error") around an unexported type: only its text says it.
+func TLSAlert(err error) bool {
 	return strings.Contains(err.Error(), "remote error: tls: ")
 }
 

@@ -385,7 +385,7 @@ func speaksTLS(ctx context.Context, addr string) bool {
 		conn.Close()
 		return true
 	}
-	return strings.Contains(err.Error(), "remote error: tls: ")
+	return redisscript.TLSAlert(err)
 }
 
 // CheckAtStart is the look a serving command whose store rides out

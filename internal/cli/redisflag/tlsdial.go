@@ -59,10 +59,11 @@ func (tlsCheck) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // ping is PING as a RESP array, which every server that speaks RESP reads.
 var ping = []byte("*1\r\n$4\r\nPING\r\n")
 
-// maxProbeReply bounds the reply accepted reads: a PONG or an error line.
+// maxProbeReply bounds what accepted reads of the reply to its PING: a
+// PONG or an error line.
 const maxProbeReply = 512
 
-// errProbeReply: accepted read no line ending.
+// errProbeReply: accepted read maxProbeReply bytes and no line's end.
 var errProbeReply = errors.New("redis: no reply line to PING on a new TLS connection")
 
 // accepted sends PING on c, a connection whose TLS handshake the client
