@@ -294,7 +294,9 @@ var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+clus
 // refused on the certificates (redisscript.TLSRefused), which go-redis
 // alone takes for a network error and retries until its caller's deadline
 // (the commands' clients do not: tlsCheck), so that SetUpWrong tries once,
-// on a connection of its own; a redis:// URL for a port that speaks only
+// on a connection of its own, with the same check (without it, a refusal
+// that reaches the client as a reset of its first write, not as the
+// server's alert, passed for an outage); a redis:// URL for a port that speaks only
 // TLS, which closes the connection on the first command, an EOF that
 // looks like an outage (speaksTLS); a port where another server answers,
 // not in RESP (notRESP); and a client for one server talking
@@ -311,6 +313,7 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 		o.MaxRetries, o.PoolSize = -1, 1
 		once := redis.NewClient(&o)
 		defer once.Close()
+		checkTLS(once, o.TLSConfig)
 		info, err := once.Info(ctx, "cluster").Result()
 		switch {
 		case err == nil && strings.Contains(info, "cluster_enabled:1"):
@@ -327,6 +330,7 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 		o.MaxRetries = -1
 		once := redis.NewClusterClient(&o)
 		defer once.Close()
+		checkTLS(once, o.TLSConfig)
 		err := once.Ping(ctx).Err()
 		switch {
 		case err != nil && redisscript.TLSRefused(err):
