@@ -299,9 +299,10 @@ var errClusterNode = errors.New("it is a node of a Redis Cluster: use redis+clus
 // server's alert, passed for an outage); a redis:// URL for a port that speaks only
 // TLS, which closes the connection on the first command, an EOF that
 // looks like an outage (speaksTLS); a port where another server answers,
-// not in RESP (notRESP); and a client for one server talking
+// not in RESP (notRESP); a client for one server talking
 // to a Cluster node, which would answer MOVED for every key in another
-// node's slots. No wait ends any of them. Every
+// node's slots; and one talking to a replica, which would answer READONLY
+// to every write. No wait ends any of them. Every
 // command that takes --redis runs it at start, before its other checks
 // (exit status 2). A server that does not answer, or refuses the INFO
 // command, is not this check's business: the command's own start check
@@ -324,6 +325,14 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 			return errSpeaksTLS
 		case notRESP(err):
 			return fmt.Errorf("%w: %v", errNotRedis, err)
+		case err == nil:
+			// A replica refuses the scripts' writes (READONLY), which
+			// a failover also brings for a moment: an outage to a
+			// running command, but a URL that names a replica from the
+			// start would be one forever.
+			if repl, err := once.Info(ctx, "replication").Result(); err == nil && strings.Contains(repl, "role:slave") {
+				return errReplica
+			}
 		}
 	case *redis.ClusterClient:
 		o := *c.Options()
@@ -343,6 +352,9 @@ func SetUpWrong(ctx context.Context, client redis.UniversalClient) error {
 	}
 	return nil
 }
+
+// errReplica: a single-server URL names a replica.
+var errReplica = errors.New("it is a replica, which refuses writes (READONLY): name its primary (for rls, or its Sentinels: REDIS_TYPE=sentinel)")
 
 // errNotRedis: the server answered the first command with something that
 // is not RESP (an HTTP or SSH server's greeting): a wrong port.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -398,5 +399,25 @@ func TestSetUpWrongNotRedis(t *testing.T) {
 			cancel()
 			c.Close()
 		}
+	}
+}
+
+// TestSetUpWrongReplica: a single-server URL naming a replica is set up
+// wrong (every write would get READONLY, an outage forever); its primary
+// is not.
+func TestSetUpWrongReplica(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	for _, c := range []struct {
+		addr string
+		want error
+	}{{primary.Addr(), nil}, {replica.Addr(), errReplica}} {
+		client := NewClient(&redis.Options{Addr: c.addr})()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := SetUpWrong(ctx, client); !errors.Is(err, c.want) || (err == nil) != (c.want == nil) {
+			t.Errorf("%s: %v, want %v", c.addr, err, c.want)
+		}
+		cancel()
+		client.Close()
 	}
 }

@@ -7,6 +7,7 @@ package rlqs
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,16 +95,18 @@ func TestRLQSRedisRestart(t *testing.T) {
 }
 
 // TestRLQSRedisMisconfigured: a Redis that answers but is set up wrong (a
-// wrong password, a database it does not have, a cluster URL for a single
-// server) stops the command at start with exit status 2 and one line.
+// wrong password, a replica, a database it does not have, a cluster URL
+// for a single server) stops the command at start with exit status 2 and one line.
 func TestRLQSRedisMisconfigured(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(srv.Port))
 	path := writeConfig(t, 100)
 	bin := clitest.Binary(t)
 	for _, url := range []string{
 		"redis://" + srv.Addr() + "/0",
+		"redis://" + replica.Addr() + "/0",
 		"redis://:wrong@" + srv.Addr() + "/0",
 		"redis://:secret@" + srv.Addr() + "/99",
 		"redis+cluster://:secret@" + srv.Addr(),
