@@ -70,7 +70,7 @@ than in the URL, where every user of the machine can read it. Over TLS,
 A store that fails or takes longer than --store-timeout answers gRPC
 UNAVAILABLE at once, so that Envoy's failure_mode_deny decides. A Redis
 that answers but is set up wrong (a wrong password or database, a cluster
-URL for a single server or the reverse) stops the command at start with
+URL for a single server or the reverse, a replica) stops the command at start with
 exit status 2; one that does not answer yet is a warning.
 
 The configuration files are read again when a file under PATH changes
@@ -260,7 +260,7 @@ func (c *rlsConfig) register(fs *flag.FlagSet, rf *redisflag.Flags) {
 	rf.Register(fs, "keep the counts in Redis at `URL`, shared by every instance (default: in memory)")
 	fs.StringVar(&c.metricsAddr, "metrics", "", "serve Prometheus metrics on this `address` at /metrics (or PROMETHEUS_PATH)")
 	fs.StringVar(&c.metricsMapper, "metrics-mapping", "", "name the metrics with this statsd_exporter mapping `file` instead of the reference's default mapping")
-	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration`")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", rls.DefaultStoreTimeout, "answer UNAVAILABLE when the store takes longer than this `duration` (else $REDIS_TIMEOUT)")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", time.Second, "look for changes under --config this often")
 	fs.BoolVar(&c.responseHeaders, "response-headers", false, "add the reference's RateLimit-Limit, -Remaining and -Reset to response_headers_to_add")
 	fs.BoolVar(&c.ietfHeaders, "ietf-headers", false, "add the IETF RateLimit-Policy and RateLimit fields (and Retry-After when over the limit) to response_headers_to_add")
@@ -379,8 +379,20 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 			return fmt.Errorf("%s %q: want host:port or :port", a.flag, a.addr)
 		}
 	}
+	storeTimeoutFrom := "--store-timeout " + c.storeTimeout.String()
+	if !given["store-timeout"] {
+		// The reference's bound on each Redis operation (10 s there when
+		// unset, a wait that its users have asked to shorten); here the
+		// bound on a call's store time, the one knob of it where no
+		// flags can be given (Envoy Gateway runs the image without
+		// arguments).
+		if err := envDuration(lookup, "REDIS_TIMEOUT", &c.storeTimeout); err != nil {
+			return err
+		}
+		storeTimeoutFrom = "REDIS_TIMEOUT=" + env("REDIS_TIMEOUT")
+	}
 	if c.storeTimeout <= 0 {
-		return fmt.Errorf("--store-timeout %v: want a positive duration, e.g. 50ms", c.storeTimeout)
+		return fmt.Errorf("%s: want a positive duration, e.g. 50ms", storeTimeoutFrom)
 	}
 	if c.reloadInterval <= 0 {
 		return fmt.Errorf("--reload-interval %v: want a positive duration, e.g. 1s", c.reloadInterval)

@@ -548,6 +548,18 @@ func TestRLSResolveGateway(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, c.refusalCache, "the flag wins")
 
+	// REDIS_TIMEOUT is the store timeout, unless --store-timeout is given;
+	// unset, the default stays.
+	c, err = resolve(nil, map[string]string{"REDIS_TIMEOUT": "750ms"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 750*time.Millisecond, c.storeTimeout)
+	c, err = resolve(map[string]bool{"store-timeout": true}, map[string]string{"REDIS_TIMEOUT": "750ms"}, func(c *rlsConfig) { c.storeTimeout = time.Second })
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, c.storeTimeout, "the flag wins")
+	c, err = resolve(nil, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, flagDefaults().storeTimeout, c.storeTimeout)
+
 	for _, tc := range []struct {
 		given map[string]bool
 		env   map[string]string
@@ -572,8 +584,16 @@ func TestRLSResolveGateway(t *testing.T) {
 		{nil, map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, "LOCAL_CACHE_SIZE_IN_BYTES applies to Redis"},
 		{nil, map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "LOCAL_CACHE_SIZE_IN_BYTES": "-1"}, "LOCAL_CACHE_SIZE_IN_BYTES=-1"},
 		{nil, map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "sometimes"}, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"},
+		{nil, map[string]string{"REDIS_TIMEOUT": "0s"}, `REDIS_TIMEOUT=0s: want a positive duration`},
+		{nil, map[string]string{"REDIS_TIMEOUT": "soon"}, `REDIS_TIMEOUT="soon"`},
+		{map[string]bool{"store-timeout": true}, nil, "--store-timeout 0s: want a positive duration"},
 	} {
-		_, err := resolve(tc.given, tc.env, func(c *rlsConfig) { c.check = tc.given["check"] })
+		_, err := resolve(tc.given, tc.env, func(c *rlsConfig) {
+			c.check = tc.given["check"]
+			if tc.given["store-timeout"] {
+				c.storeTimeout = 0
+			}
+		})
 		assert.ErrorContains(t, err, tc.want, "%v %v", tc.given, tc.env)
 	}
 }
