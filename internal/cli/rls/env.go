@@ -1,8 +1,10 @@
 package rls
 
 import (
+	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -122,3 +124,56 @@ func ReferenceEnvironment(lookup func(string) (string, bool)) bool {
 // ReferenceMarkers names the variables ReferenceEnvironment looks at, for
 // the usage text.
 func ReferenceMarkers() []string { return append([]string(nil), referenceMarkers...) }
+
+// additionFlags are the flags of settings the reference does not have,
+// which no variable of its sets: each is also read from RLS_ and its name
+// in capitals, "-" as "_" (additionVar), when it is not given, so that a
+// deployment that runs the image without arguments, as Envoy Gateway
+// does, can set them in the container's environment. The other flags
+// read the reference's variables (resolve), or are not settings (--check).
+var additionFlags = []string{
+	"ietf-headers", "max-keys", "max-bytes", "max-descriptors", "max-descriptor-bytes",
+	"metric-series", "metric-label-bytes", "max-conns-per-client", "idle-timeout", "read-timeout",
+	"max-header-bytes", "drain", "reload-interval",
+}
+
+// additionVar is the variable of addition flag name.
+func additionVar(name string) string {
+	return "RLS_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// additionsFromEnv sets each addition flag that given does not hold from
+// its variable, when that is set and not empty, as the flag would be set
+// (the same parser). It returns the flags it set, as "--name" to the
+// variable, for messages.
+func additionsFromEnv(fs *flag.FlagSet, given map[string]bool, lookup lookupFunc) (map[string]string, error) {
+	set := map[string]string{}
+	for _, name := range additionFlags {
+		if given[name] {
+			continue
+		}
+		v, _ := lookup(additionVar(name))
+		if v == "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return nil, fmt.Errorf("%s=%q: %v", additionVar(name), v, err)
+		}
+		set["--"+name] = additionVar(name)
+	}
+	return set, nil
+}
+
+// fromAddition names the variable in err, a message of resolve about a
+// flag that additionsFromEnv set ("--max-keys 0: want at least 1").
+func fromAddition(err error, set map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	for f, v := range set {
+		if strings.HasPrefix(err.Error(), f+" ") {
+			return fmt.Errorf("%v (from %s)", err, v)
+		}
+	}
+	return err
+}

@@ -127,6 +127,7 @@ so that a deployment of envoyproxy/ratelimit keeps its manifests:
   --merge-domains        MERGE_DOMAIN_CONFIG
   --count-only-admitted  STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
   --refusal-cache        LOCAL_CACHE_SIZE_IN_BYTES / 128 (at least 4096)
+  --store-timeout        REDIS_TIMEOUT
 and, with no flag of their own: LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
 LIMIT_RESET_HEADER, NEAR_LIMIT_RATIO, SHADOW_MODE, CACHE_KEY_PREFIX and
 HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED. GRPC_SERVER_TLS_CA_CERT, which
@@ -134,6 +135,9 @@ Envoy Gateway sets and the reference does not read, is ignored as the
 reference ignores it. With one of RUNTIME_ROOT, CONFIG_TYPE,
 REDIS_SOCKET_TYPE, BACKEND_TYPE or USE_STATSD set, "ratelimit" with no
 arguments runs "ratelimit rls", as the reference's image is started.
+Each other flag but --check, a setting the reference does not have, is
+read from RLS_ and its name in capitals when not given (RLS_IETF_HEADERS=
+true, RLS_MAX_KEYS=100000), for a container run without arguments.
 
 --metrics serves the reference's Prometheus series, named as its default
 statsd_exporter mapping names them (ratelimit_service_rate_limit_total_hits
@@ -239,8 +243,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q (the configuration is given with --config PATH)\n", prefix, words[0])
 		return command.ExitUsage
 	}
-	c.redisPasswordFile = rf.PasswordFile
-	if err := c.resolve(command.Given(fs), rf.URL, os.LookupEnv); err != nil {
+	if err := c.settle(fs, &rf, os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
@@ -250,6 +253,19 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := serve.SignalContext()
 	defer stop()
 	return c.serve(ctx, stdout, stderr)
+}
+
+// settle completes c, whose flags fs has parsed, from the environment
+// (lookup is os.LookupEnv): the additions' variables (additionsFromEnv),
+// then the reference's (resolve).
+func (c *rlsConfig) settle(fs *flag.FlagSet, rf *redisflag.Flags, lookup lookupFunc) error {
+	c.redisPasswordFile = rf.PasswordFile
+	given := command.Given(fs)
+	fromEnv, err := additionsFromEnv(fs, given, lookup)
+	if err != nil {
+		return err
+	}
+	return fromAddition(c.resolve(given, rf.URL, lookup), fromEnv)
 }
 
 // register defines rls's flags on fs, into c and rf, with their defaults.

@@ -620,3 +620,81 @@ func TestRLSUnixSocketHint(t *testing.T) {
 		assert.Equal(t, c.want, cfg.redisWhere, "%v", c.env)
 	}
 }
+
+// TestRLSAdditionsFromEnv: a setting the reference does not have is read
+// from RLS_ and its flag's name when the flag is not given, so that a
+// container run without arguments (Envoy Gateway's) can set it; a bad value
+// names its variable. Every flag is an addition with its variable in
+// docs/rls.md's tables, or has one of the reference's there, or is --check.
+func TestRLSAdditionsFromEnv(t *testing.T) {
+	t.Parallel()
+	settle := func(args []string, env map[string]string) (*rlsConfig, error) {
+		c := &rlsConfig{}
+		var rf redisflag.Flags
+		fs := flag.NewFlagSet("rls", flag.ContinueOnError)
+		c.register(fs, &rf)
+		require.NoError(t, fs.Parse(args))
+		return c, c.settle(fs, &rf, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	}
+	c, err := settle(nil, map[string]string{"RLS_MAX_KEYS": "1000", "RLS_IETF_HEADERS": "true", "RLS_DRAIN": "2s",
+		"RLS_MAX_DESCRIPTOR_BYTES": "2KiB", "RLS_MAX_CONNS_PER_CLIENT": "0", "RLS_RELOAD_INTERVAL": ""})
+	require.NoError(t, err)
+	assert.Equal(t, 1000, c.maxKeys)
+	assert.True(t, c.ietfHeaders)
+	assert.Equal(t, 2*time.Second, c.drain)
+	assert.Equal(t, int64(2048), c.maxDescriptorBytes)
+	assert.Equal(t, 0, c.conns.MaxConnsPerClient)
+	assert.Equal(t, time.Second, c.reloadInterval, "empty is unset")
+	c, err = settle([]string{"--max-keys", "7"}, map[string]string{"RLS_MAX_KEYS": "1000"})
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.maxKeys, "the flag wins")
+	for env, want := range map[string]string{
+		"RLS_MAX_KEYS=many":  `RLS_MAX_KEYS="many": `,
+		"RLS_MAX_KEYS=0":     "--max-keys 0: want at least 1 (from RLS_MAX_KEYS)",
+		"RLS_IDLE_TIMEOUT=0": "--idle-timeout 0s: want a positive duration (from RLS_IDLE_TIMEOUT)",
+		"RLS_DRAIN=-1s":      "--drain -1s: want 0 (none) or a positive duration (from RLS_DRAIN)",
+	} {
+		k, v, _ := strings.Cut(env, "=")
+		_, err := settle(nil, map[string]string{k: v})
+		assert.ErrorContains(t, err, want, env)
+	}
+
+	md, err := os.ReadFile("../../../docs/rls.md")
+	require.NoError(t, err)
+	documented := map[string]string{} // flag: its row's variable cell
+	inVars := false                   // in a table whose header is | flag | ...variable... |
+	for _, line := range strings.Split(string(md), "\n") {
+		cells := strings.Split(line, "|")
+		switch {
+		case !strings.HasPrefix(line, "|"):
+			inVars = false
+		case len(cells) >= 4 && strings.TrimSpace(cells[1]) == "flag":
+			inVars = strings.Contains(cells[2], "variable")
+		}
+		if !inVars || len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`--([a-z-]+)").FindAllStringSubmatch(cells[1], -1) {
+			documented[m[1]] = strings.TrimSpace(cells[2])
+		}
+	}
+	additions := map[string]bool{}
+	for _, name := range additionFlags {
+		additions[name] = true
+	}
+	fs := flag.NewFlagSet("rls", flag.ContinueOnError)
+	flagDefaults().register(fs, new(redisflag.Flags))
+	fs.VisitAll(func(f *flag.Flag) {
+		cell, ok := documented[f.Name]
+		switch {
+		case !ok:
+			t.Errorf("--%s is in no table of docs/rls.md", f.Name)
+		case additions[f.Name]:
+			assert.Contains(t, cell, "`"+additionVar(f.Name)+"`", "--%s's variable in docs/rls.md", f.Name)
+		case f.Name == "check":
+			assert.Empty(t, cell)
+		default:
+			assert.NotEmpty(t, cell, "--%s: a setting with no variable of the reference's is an addition", f.Name)
+		}
+	})
+}
