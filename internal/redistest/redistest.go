@@ -74,6 +74,13 @@ func Start(t testing.TB, extra ...string) *Server {
 	return start(t, nil, extra)
 }
 
+// StartReplica is Start for a replica of primary (role:slave from the
+// start, linked or not: a primary with a password refuses it the sync).
+func StartReplica(t testing.TB, primary *Server, extra ...string) *Server {
+	t.Helper()
+	return start(t, nil, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)}, extra...))
+}
+
 // StartTLS is Start with a second port serving TLS (TLSAddr): the server
 // presents the certificate of certFile and keyFile and, when caFile is not
 // "", requires a client certificate signed by its CAs (tls-auth-clients);

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -407,7 +406,7 @@ func TestSetUpWrongNotRedis(t *testing.T) {
 // is not.
 func TestSetUpWrongReplica(t *testing.T) {
 	primary := redistest.Start(t)
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	replica := redistest.StartReplica(t, primary)
 	for _, c := range []struct {
 		addr string
 		want error

@@ -7,7 +7,6 @@ package rlqs
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +100,7 @@ func TestRLQSRedisMisconfigured(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(srv.Port))
+	replica := redistest.StartReplica(t, srv)
 	path := writeConfig(t, 100)
 	bin := clitest.Binary(t)
 	for _, url := range []string{

@@ -60,17 +60,19 @@ func TestRLSRedisKilled(t *testing.T) {
 }
 
 // TestRLSRedisMisconfigured: a Redis that answers but is set up wrong (a
-// wrong password, a database it does not have, a cluster URL for a single
-// server) stops the command at start with exit status 2 and one line.
+// wrong password, a replica, a database it does not have, a cluster URL
+// for a single server) stops the command at start with exit status 2 and one line.
 func TestRLSRedisMisconfigured(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "secret")
+	replica := redistest.StartReplica(t, srv)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, fmt.Sprintf(perDay, 1))
 	bin := clitest.Binary(t)
 	for _, url := range []string{
 		"redis://" + srv.Addr() + "/0",
+		"redis://" + replica.Addr() + "/0",
 		"redis://:wrong@" + srv.Addr() + "/0",
 		"redis://:secret@" + srv.Addr() + "/99",
 		"redis+cluster://:secret@" + srv.Addr(),
