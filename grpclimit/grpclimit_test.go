@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
@@ -261,11 +262,7 @@ func TestCost(t *testing.T) {
 // deadRedis is a Redis store whose server does not exist: every decision
 // fails.
 func deadRedis(t *testing.T) throttle.Store {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	client := redis.NewClient(&redis.Options{Addr: redistest.ClosedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { client.Close() })
 	store, err := throttle.NewRedisStore(client)
 	require.NoError(t, err)

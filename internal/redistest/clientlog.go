@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,14 +50,8 @@ func CaptureClientLog(t testing.TB) *ClientLog {
 	return l
 }
 
-// ClosedAddr returns a loopback address that nothing listens on: a
-// connection to it is refused.
+// ClosedAddr returns a loopback address that nothing listens on while the
+// test runs: a connection to it is refused (closedPort).
 func ClosedAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(closedPort(t)))
 }

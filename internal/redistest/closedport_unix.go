@@ -1,0 +1,32 @@
+//go:build unix
+
+package redistest
+
+import (
+	"syscall"
+	"testing"
+)
+
+// closedPort returns a loopback port that is bound, without
+// SO_REUSEADDR, by a socket that never listens, until the test ends: a
+// connection to it is refused, and no other socket can take the port
+// meanwhile. A port only found free and left (listened on, then closed)
+// can be taken by another test of the run, a Redis it starts and kills
+// among them: a client meant to find nothing there then finds a server,
+// or finds one and then none.
+func closedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
