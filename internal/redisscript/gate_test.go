@@ -22,7 +22,7 @@ import (
 // goes through.
 func TestGateKeepsDialLogsAway(t *testing.T) {
 	log := redistest.CaptureClientLog(t)
-	addr := redistest.ClosedAddr(t)
+	addr, release := redistest.ClosedAddrUntil(t)
 	run := func(c *redis.Client, g *Gate) error {
 		_, err := Call(context.Background(), time.Second, false, nil, g, func(ctx context.Context) (any, error) {
 			return probe.Run(ctx, c, []string{"k"}, "x").Result()
@@ -57,6 +57,7 @@ func TestGateKeepsDialLogsAway(t *testing.T) {
 	}
 
 	mr := miniredis.NewMiniRedis()
+	release()
 	if err := mr.StartAddr(addr); err != nil {
 		t.Fatalf("starting a server on %s: %v", addr, err)
 	}

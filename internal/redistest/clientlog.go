@@ -53,5 +53,14 @@ func CaptureClientLog(t testing.TB) *ClientLog {
 // ClosedAddr returns a loopback address that nothing listens on while the
 // test runs: a connection to it is refused (closedPort).
 func ClosedAddr(t testing.TB) string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(closedPort(t)))
+	addr, _ := ClosedAddrUntil(t)
+	return addr
+}
+
+// ClosedAddrUntil is ClosedAddr for a test that later starts a server at
+// the address: the port stays closed, and no other test's, until release
+// is called (or the test ends).
+func ClosedAddrUntil(t testing.TB) (addr string, release func()) {
+	port, release := closedPort(t)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), release
 }

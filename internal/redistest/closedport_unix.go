@@ -3,6 +3,7 @@
 package redistest
 
 import (
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -13,14 +14,16 @@ import (
 // meanwhile. A port only found free and left (listened on, then closed)
 // can be taken by another test of the run, a Redis it starts and kills
 // among them: a client meant to find nothing there then finds a server,
-// or finds one and then none.
-func closedPort(t testing.TB) int {
+// or finds one and then none. release closes the socket, at once or at
+// the test's end.
+func closedPort(t testing.TB) (port int, release func()) {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
+	release = sync.OnceFunc(func() { _ = syscall.Close(fd) })
+	t.Cleanup(release)
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -28,5 +31,5 @@ func closedPort(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sa.(*syscall.SockaddrInet4).Port
+	return sa.(*syscall.SockaddrInet4).Port, release
 }
