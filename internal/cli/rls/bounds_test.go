@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -348,5 +350,35 @@ func TestRLSHugeValuesBounded(t *testing.T) {
 	assert.Less(t, len(m), 6<<20, "/metrics is %d MiB", len(m)>>20)
 	for _, folded := range []string{`ratelimit_service_rate_limit_total_hits{domain="test",key1="(other)"}`, "ratelimit_service_rate_limit__other__domain_not_found"} {
 		assert.True(t, strings.Contains(string(m), "\n"+folded+" "), "no series %s", folded)
+	}
+}
+
+// TestRLSMaxConcurrentStreams: the gRPC server bounds the calls in flight
+// on one connection, and says so in its HTTP/2 settings (gRPC's default
+// advertises no bound, and starts a handler for every stream a client
+// opens): 1024 by default, --grpc-max-concurrent-streams when given.
+func TestRLSMaxConcurrentStreams(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, manyConfig)
+	for _, c := range []struct {
+		args []string
+		want uint32
+	}{{nil, 1024}, {[]string{"--grpc-max-concurrent-streams", "7"}, 7}} {
+		p := startRLS(t, nil, append([]string{"--config", cfg}, c.args...)...)
+		conn, err := net.Dial("tcp", p.grpcAddr)
+		require.NoError(t, err)
+		require.NoError(t, conn.SetDeadline(time.Now().Add(rlsWait)))
+		_, err = io.WriteString(conn, http2.ClientPreface)
+		require.NoError(t, err)
+		fr := http2.NewFramer(conn, conn)
+		require.NoError(t, fr.WriteSettings())
+		f, err := fr.ReadFrame()
+		require.NoError(t, err)
+		settings, ok := f.(*http2.SettingsFrame)
+		require.True(t, ok, "the server's first frame: %v", f)
+		got, ok := settings.Value(http2.SettingMaxConcurrentStreams)
+		assert.True(t, ok && got == c.want, "%v: SETTINGS_MAX_CONCURRENT_STREAMS %d (set: %v), want %d", c.args, got, ok, c.want)
+		conn.Close()
 	}
 }

@@ -134,7 +134,7 @@ func ReferenceMarkers() []string { return append([]string(nil), referenceMarkers
 var additionFlags = []string{
 	"ietf-headers", "max-keys", "max-bytes", "max-descriptors", "max-descriptor-bytes",
 	"metric-series", "metric-label-bytes", "max-conns-per-client", "idle-timeout", "read-timeout",
-	"max-header-bytes", "drain", "reload-interval",
+	"max-header-bytes", "drain", "reload-interval", "grpc-max-concurrent-streams",
 }
 
 // additionVar is the variable of addition flag name.

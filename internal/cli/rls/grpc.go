@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -38,13 +39,23 @@ const (
 	defaultMaxConnectionAgeGrace = time.Hour
 )
 
-// grpcSettings are the gRPC server's TLS and connection ages; its address
-// is rlsConfig.grpcAddr.
+// defaultMaxStreams is --grpc-max-concurrent-streams's default: far above
+// the calls one Envoy has in flight on a connection (a few tens at tens of
+// thousands of calls a second), and a bound on the handlers one connection
+// can start, which gRPC leaves unbounded (each stream a goroutine), so
+// that a client opening and resetting streams as fast as it can (HTTP/2
+// "rapid reset") has its connection read no further while that many of its
+// calls run.
+const defaultMaxStreams = 1024
+
+// grpcSettings are the gRPC server's TLS, connection ages and streams; its
+// address is rlsConfig.grpcAddr.
 type grpcSettings struct {
 	useTLS      bool
 	tls         tlsfiles.ServerFiles
 	maxAge      time.Duration
 	maxAgeGrace time.Duration
+	maxStreams  int
 }
 
 // registerGRPCFlags adds the gRPC server's TLS and age flags to fs.
@@ -55,6 +66,7 @@ func registerGRPCFlags(fs *flag.FlagSet, g *grpcSettings) {
 	fs.StringVar(&g.tls.ClientSAN, "grpc-tls-client-san", "", "with --grpc-tls-client-ca: require the client certificate to be valid for this `name`")
 	fs.DurationVar(&g.maxAge, "grpc-max-connection-age", defaultMaxConnectionAge, "close a gRPC connection this old (GOAWAY), so that clients spread over new instances (0: never)")
 	fs.DurationVar(&g.maxAgeGrace, "grpc-max-connection-age-grace", defaultMaxConnectionAgeGrace, "let the calls of a connection closed for its age finish within this long (0: no bound)")
+	fs.IntVar(&g.maxStreams, "grpc-max-concurrent-streams", defaultMaxStreams, "the most calls one gRPC connection has in flight (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS): a client past it waits, or opens another connection")
 }
 
 // resolveGRPC fills the gRPC server's settings the flags left out from the
@@ -117,6 +129,9 @@ func (c *rlsConfig) resolveGRPC(given map[string]bool, lookup lookupFunc) error 
 	if g.maxAge < 0 || g.maxAgeGrace < 0 {
 		return errors.New("--grpc-max-connection-age and -grace: want a duration of 0 or more")
 	}
+	if g.maxStreams < 1 || g.maxStreams > math.MaxUint32-1 {
+		return fmt.Errorf("--grpc-max-concurrent-streams %d: want at least 1", g.maxStreams)
+	}
 	return nil
 }
 
@@ -142,6 +157,7 @@ func grpcAddrString(ln net.Listener) string {
 func (c *rlsConfig) grpcServerOptions() ([]grpc.ServerOption, *tlsfiles.KeyPair, error) {
 	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(rlsStreamWorkers),
+		grpc.MaxConcurrentStreams(uint32(c.grpc.maxStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: c.grpc.maxAge, MaxConnectionAgeGrace: c.grpc.maxAgeGrace}),
 	}
 	if !c.grpc.useTLS {
