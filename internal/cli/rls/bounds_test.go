@@ -32,6 +32,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/smoothrate/ratelimit/internal/cli/serve"
 )
 
 // rawFrame is a request already encoded, or a response left encoded: a
@@ -381,4 +383,23 @@ func TestRLSMaxConcurrentStreams(t *testing.T) {
 		assert.True(t, ok && got == c.want, "%v: SETTINGS_MAX_CONCURRENT_STREAMS %d (set: %v), want %d", c.args, got, ok, c.want)
 		conn.Close()
 	}
+}
+
+// TestRLSGRPCHandshakeBound: a connection to the gRPC port that sends
+// nothing is closed after serve.ReadHeaderTimeout (10 s, the HTTP face's
+// bound on request headers), not gRPC's default of 120 s.
+func TestRLSGRPCHandshakeBound(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, manyConfig)
+	p := startRLS(t, nil, "--config", cfg)
+	conn, err := net.Dial("tcp", p.grpcAddr)
+	require.NoError(t, err)
+	defer conn.Close()
+	start := time.Now()
+	require.NoError(t, conn.SetReadDeadline(start.Add(3*serve.ReadHeaderTimeout)))
+	_, err = io.Copy(io.Discard, conn) // the server's preface, then its close
+	took := time.Since(start)
+	require.NoError(t, err, "still open after %v", took)
+	assert.GreaterOrEqual(t, took, serve.ReadHeaderTimeout-time.Second, "closed before the bound")
 }

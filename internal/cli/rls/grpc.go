@@ -158,6 +158,11 @@ func (c *rlsConfig) grpcServerOptions() ([]grpc.ServerOption, *tlsfiles.KeyPair,
 	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(rlsStreamWorkers),
 		grpc.MaxConcurrentStreams(uint32(c.grpc.maxStreams)),
+		// A new connection's TLS handshake and HTTP/2 preface within
+		// the time the HTTP face gives request headers, not gRPC's
+		// default of 120 s: a client that connects and sends nothing
+		// holds a connection a twelfth as long.
+		grpc.ConnectionTimeout(serve.ReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: c.grpc.maxAge, MaxConnectionAgeGrace: c.grpc.maxAgeGrace}),
 	}
 	if !c.grpc.useTLS {
