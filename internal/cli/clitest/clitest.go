@@ -30,6 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
@@ -474,4 +476,35 @@ func HoldConns(t *testing.T, n int, addr func(i int) string, first func(i int) s
 		})
 	}
 	wg.Wait()
+}
+
+// MaxStreams reads the HTTP/2 settings a gRPC server at addr (plain text)
+// sends first, and returns its SETTINGS_MAX_CONCURRENT_STREAMS and whether
+// it sent one.
+func MaxStreams(t *testing.T, addr string) (uint32, bool) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("%s: the server's first frame is %v, not its settings", addr, f)
+	}
+	return settings.Value(http2.SettingMaxConcurrentStreams)
 }

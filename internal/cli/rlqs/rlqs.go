@@ -102,6 +102,7 @@ type rlqsConfig struct {
 	storeTimeout   time.Duration
 	serverID       string
 	maxPerStream   int
+	maxStreams     int // per gRPC connection
 	check          bool
 	drain          time.Duration   // how long to serve on after SIGTERM, health failing
 	conns          serve.HTTPFlags // what one client may hold of the servers
@@ -158,6 +159,7 @@ func (c *rlqsConfig) flags(rf *redisflag.Flags) *flag.FlagSet {
 	fs.StringVar(&c.serverID, "server-id", "", "with --redis: this replica's `name` among those sharing the Redis, unique to each (default: hostname-pid-start time)")
 	fs.IntVar(&c.maxPerStream, "max-buckets-per-stream", rlqs.DefaultMaxBucketsPerStream, "most buckets one Envoy's stream holds at once: a new bucket past it gets no assignment (the Envoy's no-assignment behaviour) until one of its buckets is abandoned")
 	c.conns.Register(fs, "")
+	serve.RegisterMaxStreams(fs, &c.maxStreams)
 	serve.RegisterDrain(fs, &c.drain, serve.DefaultDrain, true)
 	fs.BoolVar(&c.check, "check", false, "validate the configuration and exit: 0 if valid, 2 with the file and the problem if not")
 	fs.Usage = func() {
@@ -186,6 +188,9 @@ func (c *rlqsConfig) resolve(given map[string]bool, rf redisflag.Flags, getenv f
 		return fmt.Errorf("--reload-interval %v: want a positive duration, e.g. 1s", c.reloadInterval)
 	}
 	if err := c.conns.Check(); err != nil {
+		return err
+	}
+	if err := serve.CheckMaxStreams(c.maxStreams); err != nil {
 		return err
 	}
 	if err := serve.CheckDrain(c.drain); err != nil {

@@ -501,3 +501,21 @@ func TestConfigWatcherSettles(t *testing.T) {
 	assert.Equal(t, uint64(2), loads())
 	assert.Equal(t, cfg.Domain(), srv.Config().Domain())
 }
+
+// TestRLQSMaxConcurrentStreams: one connection holds at most 1024 streams
+// (an Envoy's streams each hold up to --max-buckets-per-stream buckets),
+// or --grpc-max-concurrent-streams, and the server says so in its HTTP/2
+// settings. The bound and the handshake's are serve.GRPCOptions
+// (TestGRPCOptions).
+func TestRLQSMaxConcurrentStreams(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, 100)
+	for _, c := range []struct {
+		args []string
+		want uint32
+	}{{nil, 1024}, {[]string{"--grpc-max-concurrent-streams", "7"}, 7}} {
+		p := startRLQS(t, append([]string{"--config", cfg}, c.args...)...)
+		got, ok := clitest.MaxStreams(t, p.grpcAddr)
+		assert.True(t, ok && got == c.want, "%v: SETTINGS_MAX_CONCURRENT_STREAMS %d (set: %v), want %d", c.args, got, ok, c.want)
+	}
+}

@@ -171,7 +171,7 @@ func (c *rlqsConfig) serve(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 	}
 	hl := serve.NewHealth(rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(serve.GRPCOptions(c.maxStreams)...)
 	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, srv)
 	healthpb.RegisterHealthServer(gs, hl.GRPC())
 	servers := &serve.Group{Prefix: prefix, Stderr: stderr, Work: "streams", Drain: c.drain}

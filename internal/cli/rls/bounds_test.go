@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,14 +25,13 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/smoothrate/ratelimit/internal/cli/serve"
+	"github.com/smoothrate/ratelimit/internal/cli/clitest"
 )
 
 // rawFrame is a request already encoded, or a response left encoded: a
@@ -355,10 +353,11 @@ func TestRLSHugeValuesBounded(t *testing.T) {
 	}
 }
 
-// TestRLSMaxConcurrentStreams: the gRPC server bounds the calls in flight
-// on one connection, and says so in its HTTP/2 settings (gRPC's default
-// advertises no bound, and starts a handler for every stream a client
-// opens): 1024 by default, --grpc-max-concurrent-streams when given.
+// TestRLSMaxConcurrentStreams: the gRPC server bounds the streams (calls)
+// open on one connection, and says so in its HTTP/2 settings (gRPC's
+// default advertises no bound and starts a handler for every stream a
+// client opens): 1024 by default, --grpc-max-concurrent-streams when given.
+// The bound and the handshake's are serve.GRPCOptions (TestGRPCOptions).
 func TestRLSMaxConcurrentStreams(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -368,38 +367,7 @@ func TestRLSMaxConcurrentStreams(t *testing.T) {
 		want uint32
 	}{{nil, 1024}, {[]string{"--grpc-max-concurrent-streams", "7"}, 7}} {
 		p := startRLS(t, nil, append([]string{"--config", cfg}, c.args...)...)
-		conn, err := net.Dial("tcp", p.grpcAddr)
-		require.NoError(t, err)
-		require.NoError(t, conn.SetDeadline(time.Now().Add(rlsWait)))
-		_, err = io.WriteString(conn, http2.ClientPreface)
-		require.NoError(t, err)
-		fr := http2.NewFramer(conn, conn)
-		require.NoError(t, fr.WriteSettings())
-		f, err := fr.ReadFrame()
-		require.NoError(t, err)
-		settings, ok := f.(*http2.SettingsFrame)
-		require.True(t, ok, "the server's first frame: %v", f)
-		got, ok := settings.Value(http2.SettingMaxConcurrentStreams)
+		got, ok := clitest.MaxStreams(t, p.grpcAddr)
 		assert.True(t, ok && got == c.want, "%v: SETTINGS_MAX_CONCURRENT_STREAMS %d (set: %v), want %d", c.args, got, ok, c.want)
-		conn.Close()
 	}
-}
-
-// TestRLSGRPCHandshakeBound: a connection to the gRPC port that sends
-// nothing is closed after serve.ReadHeaderTimeout (10 s, the HTTP face's
-// bound on request headers), not gRPC's default of 120 s.
-func TestRLSGRPCHandshakeBound(t *testing.T) {
-	t.Parallel()
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	writeFile(t, cfg, manyConfig)
-	p := startRLS(t, nil, "--config", cfg)
-	conn, err := net.Dial("tcp", p.grpcAddr)
-	require.NoError(t, err)
-	defer conn.Close()
-	start := time.Now()
-	require.NoError(t, conn.SetReadDeadline(start.Add(3*serve.ReadHeaderTimeout)))
-	_, err = io.Copy(io.Discard, conn) // the server's preface, then its close
-	took := time.Since(start)
-	require.NoError(t, err, "still open after %v", took)
-	assert.GreaterOrEqual(t, took, serve.ReadHeaderTimeout-time.Second, "closed before the bound")
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
 	"net"
 	"strings"
 	"time"
@@ -39,15 +38,6 @@ const (
 	defaultMaxConnectionAgeGrace = time.Hour
 )
 
-// defaultMaxStreams is --grpc-max-concurrent-streams's default: far above
-// the calls one Envoy has in flight on a connection (a few tens at tens of
-// thousands of calls a second), and a bound on the handlers one connection
-// can start, which gRPC leaves unbounded (each stream a goroutine), so
-// that a client opening and resetting streams as fast as it can (HTTP/2
-// "rapid reset") has its connection read no further while that many of its
-// calls run.
-const defaultMaxStreams = 1024
-
 // grpcSettings are the gRPC server's TLS, connection ages and streams; its
 // address is rlsConfig.grpcAddr.
 type grpcSettings struct {
@@ -66,7 +56,7 @@ func registerGRPCFlags(fs *flag.FlagSet, g *grpcSettings) {
 	fs.StringVar(&g.tls.ClientSAN, "grpc-tls-client-san", "", "with --grpc-tls-client-ca: require the client certificate to be valid for this `name`")
 	fs.DurationVar(&g.maxAge, "grpc-max-connection-age", defaultMaxConnectionAge, "close a gRPC connection this old (GOAWAY), so that clients spread over new instances (0: never)")
 	fs.DurationVar(&g.maxAgeGrace, "grpc-max-connection-age-grace", defaultMaxConnectionAgeGrace, "let the calls of a connection closed for its age finish within this long (0: no bound)")
-	fs.IntVar(&g.maxStreams, "grpc-max-concurrent-streams", defaultMaxStreams, "the most calls one gRPC connection has in flight (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS): a client past it waits, or opens another connection")
+	serve.RegisterMaxStreams(fs, &g.maxStreams)
 }
 
 // resolveGRPC fills the gRPC server's settings the flags left out from the
@@ -129,10 +119,7 @@ func (c *rlsConfig) resolveGRPC(given map[string]bool, lookup lookupFunc) error 
 	if g.maxAge < 0 || g.maxAgeGrace < 0 {
 		return errors.New("--grpc-max-connection-age and -grace: want a duration of 0 or more")
 	}
-	if g.maxStreams < 1 || g.maxStreams > math.MaxUint32-1 {
-		return fmt.Errorf("--grpc-max-concurrent-streams %d: want at least 1", g.maxStreams)
-	}
-	return nil
+	return serve.CheckMaxStreams(g.maxStreams)
 }
 
 // listenGRPC listens on the gRPC address, TCP or a Unix socket.
@@ -155,16 +142,10 @@ func grpcAddrString(ln net.Listener) string {
 // grpcServerOptions are the gRPC server's options, and the certificate it
 // serves (nil without TLS) for the caller to keep fresh (watchPair).
 func (c *rlsConfig) grpcServerOptions() ([]grpc.ServerOption, *tlsfiles.KeyPair, error) {
-	opts := []grpc.ServerOption{
+	opts := append(serve.GRPCOptions(c.grpc.maxStreams),
 		grpc.NumStreamWorkers(rlsStreamWorkers),
-		grpc.MaxConcurrentStreams(uint32(c.grpc.maxStreams)),
-		// A new connection's TLS handshake and HTTP/2 preface within
-		// the time the HTTP face gives request headers, not gRPC's
-		// default of 120 s: a client that connects and sends nothing
-		// holds a connection a twelfth as long.
-		grpc.ConnectionTimeout(serve.ReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: c.grpc.maxAge, MaxConnectionAgeGrace: c.grpc.maxAgeGrace}),
-	}
+	)
 	if !c.grpc.useTLS {
 		return opts, nil, nil
 	}
