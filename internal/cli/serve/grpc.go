@@ -22,7 +22,7 @@ func RegisterMaxStreams(fs *flag.FlagSet, n *int) {
 // CheckMaxStreams refuses a --grpc-max-concurrent-streams below 1 or above
 // HTTP/2's range.
 func CheckMaxStreams(n int) error {
-	if n < 1 || n >= math.MaxUint32 {
+	if n < 1 || uint64(n) >= math.MaxUint32 {
 		return fmt.Errorf("--grpc-max-concurrent-streams %d: want at least 1", n)
 	}
 	return nil
