@@ -68,7 +68,10 @@ func checkKubernetes(t *testing.T, block string) {
 		Provider struct {
 			Kubernetes struct {
 				RateLimitDeployment struct {
-					Container struct{ Image string }
+					Container struct {
+						Image string
+						Env   []struct{ Name, Value string }
+					}
 				} `yaml:"rateLimitDeployment"`
 			}
 		}
@@ -88,7 +91,20 @@ func checkKubernetes(t *testing.T, block string) {
 	require.NoError(t, yaml.Unmarshal([]byte(block), &obj), "%s", block)
 	switch obj.Kind {
 	case "EnvoyGateway":
-		assert.Contains(t, obj.Provider.Kubernetes.RateLimitDeployment.Container.Image, "ratelimit")
+		container := obj.Provider.Kubernetes.RateLimitDeployment.Container
+		assert.Contains(t, container.Image, "ratelimit")
+		// Each variable the example adds is one rls reads: set alone, it
+		// changes the settings.
+		for _, e := range container.Env {
+			with, without := &rlsConfig{}, &rlsConfig{}
+			for c, env := range map[*rlsConfig]map[string]string{with: {e.Name: e.Value}, without: nil} {
+				fs := flag.NewFlagSet("rls", flag.ContinueOnError)
+				rf := new(redisflag.Flags)
+				c.register(fs, rf)
+				require.NoError(t, c.settle(fs, rf, func(k string) (string, bool) { v, ok := env[k]; return v, ok }), "%s=%s", e.Name, e.Value)
+			}
+			assert.NotEqual(t, fmt.Sprintf("%+v", *without), fmt.Sprintf("%+v", *with), "%s=%s changes nothing", e.Name, e.Value)
+		}
 	case "Deployment":
 		var ours int
 		for _, c := range obj.Spec.Template.Spec.Containers {
