@@ -18,7 +18,14 @@ import (
 // the test's end.
 func closedPort(t testing.TB) (port int, release func()) {
 	t.Helper()
+	// Close-on-exec, as the net package's sockets are, under the lock it
+	// takes: a server a test starts must not inherit the port.
+	syscall.ForkLock.RLock()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package redistest
 import (
 	"errors"
 	"net"
+	"os/exec"
 	"syscall"
 	"testing"
 )
@@ -24,4 +25,22 @@ func TestClosedAddr(t *testing.T) {
 		ln.Close()
 		t.Errorf("listen on %s: taken", addr)
 	}
+}
+
+// TestClosedAddrNotInherited: a process the test starts does not inherit
+// the socket that keeps ClosedAddr's port (it would keep the port after
+// release).
+func TestClosedAddrNotInherited(t *testing.T) {
+	addr, release := ClosedAddrUntil(t)
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	release()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s after release, with a child running: %v", addr, err)
+	}
+	ln.Close()
 }
