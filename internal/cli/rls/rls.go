@@ -70,8 +70,8 @@ than in the URL, where every user of the machine can read it. Over TLS,
 A store that fails or takes longer than --store-timeout answers gRPC
 UNAVAILABLE at once, so that Envoy's failure_mode_deny decides. A Redis
 that answers but is set up wrong (a wrong password or database, a cluster
-URL for a single server or the reverse, a replica) stops the command at start with
-exit status 2; one that does not answer yet is a warning.
+URL for a single server or the reverse, a replica) stops the command at
+start with exit status 2; one that does not answer yet is a warning.
 
 The configuration files are read again when a file under PATH changes
 (looked at every --reload-interval) and on SIGHUP. A change is loaded once
@@ -398,10 +398,9 @@ func (c *rlsConfig) resolve(given map[string]bool, redisURL string, lookup func(
 	storeTimeoutFrom := "--store-timeout " + c.storeTimeout.String()
 	if !given["store-timeout"] {
 		// The reference's bound on each Redis operation (10 s there when
-		// unset, a wait that its users have asked to shorten); here the
-		// bound on a call's store time, the one knob of it where no
-		// flags can be given (Envoy Gateway runs the image without
-		// arguments).
+		// unset, a wait its users have asked to shorten) bounds a call's
+		// store time here: where no flag can be given (Envoy Gateway
+		// runs the image without arguments), it is how to set it.
 		if err := envDuration(lookup, "REDIS_TIMEOUT", &c.storeTimeout); err != nil {
 			return err
 		}
