@@ -61,7 +61,8 @@ func TestRLSRedisKilled(t *testing.T) {
 
 // TestRLSRedisMisconfigured: a Redis that answers but is set up wrong (a
 // wrong password, a replica, a database it does not have, a cluster URL
-// for a single server) stops the command at start with exit status 2 and one line.
+// for a single server) stops the command at start with exit status 2 and
+// one line.
 func TestRLSRedisMisconfigured(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
