@@ -145,14 +145,17 @@ func goBuild(goTool, out string) error {
 // share the binary of this kind (race or not, GOOS and GOARCH): one name
 // per checkout, so that two checkouts tested at once do not relink over
 // each other's. The name only spares links; whether the file there is up
-// to date is go build's to decide.
-func sharedDir(goTool string) (string, error) {
-	gomod, err := exec.Command(goTool, "env", "GOMOD").Output()
+// to date is go build's to decide. gomod is the checkout's go.mod, which
+// the directory records so that it can be removed once the checkout is
+// gone (pruneShared).
+func sharedDir(goTool string) (dir, gomod string, err error) {
+	out, err := exec.Command(goTool, "env", "GOMOD").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %v", err)
+		return "", "", fmt.Errorf("go env GOMOD: %v", err)
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00race=%v\x00%s/%s", bytes.TrimSpace(gomod), raceBuild, runtime.GOOS, runtime.GOARCH))
-	return filepath.Join(os.TempDir(), fmt.Sprintf("ratelimit-clitest-%d", os.Getuid()), hex.EncodeToString(sum[:8])), nil
+	gomod = string(bytes.TrimSpace(out))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00race=%v\x00%s/%s", gomod, raceBuild, runtime.GOOS, runtime.GOARCH))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("ratelimit-clitest-%d", os.Getuid()), hex.EncodeToString(sum[:8])), gomod, nil
 }
 
 // built is the binary Binary made, removed by Main.
