@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/go-chi/httprate"
 	"github.com/sethvargo/go-limiter/memorystore"
@@ -43,6 +45,16 @@ const (
 // requests from many clients do. (Measured in the order of first arrival,
 // a store that allocates one object per key in arrival order would walk
 // its objects sequentially, which real traffic never does.)
+//
+// The measured keys are strings of their own, equal to the first-seen
+// ones but elsewhere in memory, allocated in the measured order: a
+// server builds each request's key just before deciding on it (it is in
+// the processor's cache, as a string read in order is), and a store that
+// keeps the key of a key's first request compares the caller's with that
+// one, which is not. Given the very strings the stores keep, the
+// comparison would find the two the same pointer and read nothing: a
+// flattery of the stores that keep keys (ours and the Go maps), which no
+// server sees.
 var firstSeen, keys = func() ([]string, []string) {
 	ks := make([]string, liveKeys)
 	for i := range ks {
@@ -52,8 +64,28 @@ var firstSeen, keys = func() ([]string, []string) {
 	r.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
 	measured := slices.Clone(ks)
 	r.Shuffle(len(measured), func(i, j int) { measured[i], measured[j] = measured[j], measured[i] })
+	for i := range measured {
+		measured[i] = strings.Clone(measured[i])
+	}
 	return ks, measured
 }()
+
+// TestMeasuredKeysAreOwnStrings: the measured keys are the first-seen
+// keys, each a string of its own (see firstSeen).
+func TestMeasuredKeysAreOwnStrings(t *testing.T) {
+	seen := make(map[*byte]string, liveKeys)
+	for _, k := range firstSeen {
+		seen[unsafe.StringData(k)] = k
+	}
+	for _, k := range keys {
+		if _, ok := seen[unsafe.StringData(k)]; ok {
+			t.Fatalf("measured key %q is the first-seen string", k)
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(firstSeen))) {
+		t.Fatal("the measured keys are not the first-seen keys")
+	}
+}
 
 // decider is one library's "may key do one more now?", returning whether
 // it allowed.
