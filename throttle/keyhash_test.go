@@ -68,3 +68,30 @@ func TestKeyHashSpreads(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyWordsHoldShortKeys: a short key is its words (keyWords.key is
+// wordsOf's inverse), and two short keys of one length have the same
+// words only if they are the same key, so that comparing words compares
+// keys.
+func TestKeyWordsHoldShortKeys(t *testing.T) {
+	for n := minShortKey; n <= maxShortKey; n++ {
+		if !isShort(n) || isShort(minShortKey-1) || isShort(maxShortKey+1) {
+			t.Fatalf("isShort is not %d to %d bytes", minShortKey, maxShortKey)
+		}
+		base := []byte(strings.Repeat("k", n))
+		for i := range n {
+			for _, c := range []byte{0, 'x', 0xff} {
+				b := append([]byte(nil), base...)
+				b[i] = c
+				key := string(b)
+				w := wordsOf(key)
+				if got := w.key(n); got != key {
+					t.Fatalf("wordsOf(%q).key(%d) = %q", key, n, got)
+				}
+				if w == wordsOf(string(base)) {
+					t.Fatalf("%q and %q have the same words %+v", key, base, w)
+				}
+			}
+		}
+	}
+}

@@ -344,18 +344,25 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	}
 	// Then start loading the key's entry: on a store of many keys it is
 	// the decision's longest wait, and the clock read and the lock, which
-	// must come before the entry is read, now overlap it. With it, the
-	// lock's line, for writing: in parallel another processor often took
-	// the lock last, and its line then moves here while the clock is
-	// read. Where the store counts time with the counter, one call does
-	// both and reads it (tsc.ReadPrefetching).
+	// must come before the entry is read, now overlap it. With it, a short
+	// key's words, which the probe compares (the caller's key is rarely
+	// the string the store holds, so comparing bytes would wait for a line
+	// of its own, after the entry), and the lock's line, for writing: in
+	// parallel another processor often took the lock last, and its line
+	// then moves here while the clock is read. Where the store counts time
+	// with the counter, one call does all three and reads it
+	// (tsc.ReadPrefetching).
 	line, lock := sh.homeLine(h), uintptr(unsafe.Pointer(&sh.mu))
+	words := line // a short key's words (keyWords), else the entry again
+	if k.n != 0 {
+		words = sh.homeKeyLine(h)
+	}
 	var now int64
 	ok := false
 	if a := s.wall.Load(); a != nil && a.usPerTick > 0 {
-		now, ok = a.at(tsc.ReadPrefetching(line, lock))
+		now, ok = a.at(tsc.ReadPrefetching(line, words, lock))
 	} else {
-		prefetch.Lines(line, lock)
+		prefetch.Lines(line, words, lock)
 	}
 	if !ok {
 		if now, err = s.nowSlow(); err != nil {
@@ -372,7 +379,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 				pos = 0
 			}
 			e := &sh.entries[pos]
-			if e.meta&^metaFlags == id && shortKeyOf(unsafe.String((*byte)(e.key), len(key))) == k {
+			if e.meta&^metaFlags == id && sh.kw[pos] == (keyWords{k.a, k.b}) {
 				i = int32(pos)
 				break
 			}

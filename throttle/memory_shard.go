@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"sync"
@@ -17,12 +18,14 @@ import (
 // cache, nor their pages in its TLB): one hash of the key, which also chose
 // the shard, and one 32-byte entry, found at the key's home position or a
 // few entries after it (linear probing: the next entries are on the same or
-// the next cache line). The table holds the entries themselves, not an
+// the next cache line), with, for a short key, its bytes at the same
+// position in kw, a parallel array (keyWords). The table holds the entries themselves, not an
 // index of them, because every extra indirection is one more random memory
 // reference per decision, and at this size each costs more than the
-// decision's arithmetic. The decision asks for that entry's line as soon
-// as it has the hash, before the clock and the lock (homeLine,
-// internal/prefetch), so that the wait for it overlaps them.
+// decision's arithmetic. The decision asks for that entry's line (and the
+// key's words') as soon as it has the hash, before the clock and the lock
+// (homeLine, homeKeyLine, internal/prefetch), so that the waits overlap
+// them and each other.
 //
 // An entry is half a cache line, not a whole one, because the wait for it
 // is most of a decision, and the smaller the table the more of it the
@@ -33,9 +36,9 @@ import (
 // the table that a shard allocates only when it first holds such a state:
 // ext[i] belongs to entries[i], at an address known from the hash as well,
 // so its line is prefetched with the entry's and the two waits overlap. No
-// pointer per key (but the key's own bytes and a sliding log's ring), so
-// the garbage collector scans two slices per shard, not a million small
-// objects.
+// pointer per key (but a key's own bytes when it is not short, and a
+// sliding log's ring), so the garbage collector scans three slices per
+// shard, not a million small objects.
 //
 // Everything here runs with mu held.
 type shard struct {
@@ -51,17 +54,20 @@ type shard struct {
 // for its entry's line) without waiting for the line of a lock that
 // another processor took last.
 type shardTable struct {
-	// first, length and extFirst are the addresses of the table and of
-	// ext (0: none) and the table's length, read without mu to prefetch
-	// a key's home entry before taking mu (homeLine). A reading taken
+	// first, extFirst, kwFirst and length are the addresses of the
+	// table, of ext (0: none) and of kw and the table's length, read
+	// without mu to prefetch a key's home entry before taking mu
+	// (homeLine). A reading taken
 	// across a grow may point into the old arrays, or past them: that
 	// only wastes the prefetch, which never faults.
 	first    atomic.Uintptr
 	extFirst atomic.Uintptr
+	kwFirst  atomic.Uintptr
 	length   atomic.Int64
 	seed     *hashSeed  // the store's
 	entries  []memEntry // the table (setEntries); a nil key marks a free entry
 	ext      []extState // nil, or as long as entries: the rest of wide states
+	kw       []keyWords // as long as entries: the short keys' bytes
 }
 
 type shardLocked struct {
@@ -94,9 +100,11 @@ type memKey struct {
 const maxHeldKey = 512
 
 // KeyOverhead is what a MemoryStore counts for a key besides its bytes
-// (WithMaxBytes): its 32-byte entry at the table's load, the rest of a
-// state too wide for the entry, and the key's own allocation.
-const KeyOverhead = 64
+// (WithMaxBytes): its 48 bytes of table (its entry and a short key's
+// words) at the table's fullest load, 64, and 16 for the key's own
+// allocation (a key that is not short) or the rest of a state too wide
+// for the entry.
+const KeyOverhead = 80
 
 // keyCost is what a key of n bytes costs its shard.
 func keyCost(n int) int { return n + KeyOverhead }
@@ -106,7 +114,10 @@ func keyCost(n int) int { return n + KeyOverhead }
 // class is a multiple of 32 bytes, so entries do not straddle lines).
 //
 // key points to the key's bytes (the caller's string, kept alive by the
-// pointer); nil marks a free entry, since keys are never empty (ErrEmptyKey).
+// pointer), or, for a short key (minShortKey to maxShortKey bytes), to
+// shortMark: a short key's bytes are the shard's kw at the same position
+// (keyWords). nil marks a free entry, since keys are never empty
+// (ErrEmptyKey).
 // meta holds the rest of the key's identity and two flags:
 //
 //	bits 32–63  tag: the high half of the key's hash. Scaled to the
@@ -120,7 +131,8 @@ func keyCost(n int) int { return n + KeyOverhead }
 //	            second chance before eviction
 //
 // so that one comparison of meta (flags masked) checks tag, length and
-// algorithm, and only a key that passes it has its bytes compared. a and b
+// algorithm, and only a key that passes it has its bytes (or words)
+// compared. a and b
 // hold the state: packed (packState), or a wide state's a and b.
 type memEntry struct {
 	key  unsafe.Pointer
@@ -143,9 +155,52 @@ func (e *memEntry) tag() uint32    { return uint32(e.meta >> 32) }
 func (e *memEntry) alg() Algorithm { return Algorithm(e.meta >> 4 & 0xf) }
 func (e *memEntry) isWide() bool   { return e.meta&metaWide != 0 }
 
-// keyString is the entry's key.
-func (e *memEntry) keyString() string {
-	return unsafe.String((*byte)(e.key), int(e.meta>>8&MaxKeyLen))
+// keyAt is the key of the live entry at i.
+func (s *shard) keyAt(i int) string {
+	e := &s.entries[i]
+	n := int(e.meta >> 8 & MaxKeyLen)
+	if isShort(n) {
+		return s.kw[i].key(n)
+	}
+	return unsafe.String((*byte)(e.key), n)
+}
+
+// isShort reports whether a key of n bytes is short: held in kw, read as
+// a shortKey.
+func isShort(n int) bool { return uint(n)-minShortKey <= maxShortKey-minShortKey }
+
+// keyWords is a short key's two words (shortKey: its length is in its
+// entry's meta), kept in the shard's kw, an array parallel to the table,
+// rather than as the caller's string: a lookup compares the words in kw,
+// whose line it asked for with the entry's (homeKeyLine), instead of
+// following the entry's pointer to the key's bytes, an allocation of its
+// own elsewhere in memory: one dependent memory reference fewer per
+// decision on a key that is not the very string the store keeps (a
+// server's request builds its key anew), and no caller's string kept
+// alive.
+type keyWords struct{ a, b uint64 }
+
+// shortMark is what the key of a short key's entry points to.
+var shortMark byte
+
+// wordsOf is the keyWords of a short key.
+func wordsOf(key string) keyWords {
+	k := shortKeyOf(key)
+	return keyWords{k.a, k.b}
+}
+
+// key is the short key of n bytes whose words w are: shortKeyOf's
+// inverse.
+func (w keyWords) key(n int) string {
+	var b [maxShortKey]byte
+	if n > 8 {
+		binary.LittleEndian.PutUint64(b[:], w.a)
+		binary.LittleEndian.PutUint64(b[n-8:], w.b)
+	} else {
+		binary.LittleEndian.PutUint32(b[:], uint32(w.a))
+		binary.LittleEndian.PutUint32(b[n-4:], uint32(w.b))
+	}
+	return string(b[:n])
 }
 
 // extState is the rest of a wide state, one that does not fit in its
@@ -300,7 +355,7 @@ func (s *shard) extOf(i int32) *extState {
 // A table grows by half until it is as large as its shard's max keys need
 // at that load, and no larger: its length need not be a power of two (a
 // key's home is its tag scaled to the length, not masked), so a full
-// store costs 32 / maxLoad bytes per key (56 / maxLoad in a shard with an
+// store costs 48 / maxLoad bytes per key (72 / maxLoad in a shard with an
 // ext), and a growing one is at least half full (a doubling table sinks to
 // three eighths: more pages for the same keys, each one more entry for the
 // processor's TLB to miss).
@@ -313,13 +368,15 @@ const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
 	s := &shard{shardTable: shardTable{seed: seed}, shardLocked: shardLocked{max: max, maxBytes: math.MaxInt}}
-	s.setEntries(make([]memEntry, 8), nil)
+	s.setEntries(make([]memEntry, 8), nil, make([]keyWords, 8))
 	return s
 }
 
-// setEntries makes es the table, and ext, if not nil, its ext.
-func (s *shard) setEntries(es []memEntry, ext []extState) {
-	s.entries, s.ext = es, ext
+// setEntries makes es the table, ext, if not nil, its ext, and kw (as
+// long) its kw.
+func (s *shard) setEntries(es []memEntry, ext []extState, kw []keyWords) {
+	s.entries, s.ext, s.kw = es, ext, kw
+	s.kwFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(kw))))
 	s.first.Store(uintptr(unsafe.Pointer(unsafe.SliceData(es))))
 	s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(ext))))
 	s.length.Store(int64(len(es)))
@@ -329,6 +386,11 @@ func (s *shard) setEntries(es []memEntry, ext []extState) {
 // prefetch: safe without mu, and only a hint (see first).
 func (s *shard) homeLine(h uint64) uintptr {
 	return s.first.Load() + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(memEntry{})
+}
+
+// homeKeyLine is homeLine's counterpart in kw.
+func (s *shard) homeKeyLine(h uint64) uintptr {
+	return s.kwFirst.Load() + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(keyWords{})
 }
 
 // homeExtLine is homeLine's counterpart in ext, or 0 when the shard has
@@ -362,12 +424,17 @@ func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 // decision run more instructions, not fewer (bench/keyed/instructions.sh).
 func (s *shard) lookup(h uint64, k memKey) int32 {
 	id := identity(h, k)
+	short := isShort(len(k.key))
+	var w keyWords
+	if short {
+		w = wordsOf(k.key)
+	}
 	for pos := home(uint32(h>>32), len(s.entries)); ; pos++ {
 		if pos == len(s.entries) {
 			pos = 0
 		}
 		e := &s.entries[pos]
-		if e.meta&^metaFlags == id && unsafe.String((*byte)(e.key), len(k.key)) == k.key {
+		if e.meta&^metaFlags == id && (short && s.kw[pos] == w || !short && unsafe.String((*byte)(e.key), len(k.key)) == k.key) {
 			return int32(pos)
 		}
 		if e.key == nil {
@@ -391,7 +458,12 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 		s.grow()
 	}
 	pos := s.free(tag(h))
-	s.entries[pos] = memEntry{key: unsafe.Pointer(unsafe.StringData(k.key)), meta: identity(h, k)}
+	if isShort(len(k.key)) {
+		s.entries[pos] = memEntry{key: unsafe.Pointer(&shortMark), meta: identity(h, k)}
+		s.kw[pos] = wordsOf(k.key)
+	} else {
+		s.entries[pos] = memEntry{key: unsafe.Pointer(unsafe.StringData(k.key)), meta: identity(h, k)}
+	}
 	s.live++
 	return int32(pos)
 }
@@ -410,7 +482,7 @@ func (s *shard) free(t uint32) int {
 // grow makes the table half as long again, or as large as the shard's
 // max keys need at maxLoad if that is less.
 func (s *shard) grow() {
-	old, oldExt := s.entries, s.ext
+	old, oldExt, oldKw := s.entries, s.ext, s.kw
 	n := len(old) + len(old)/2
 	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
 		n = max(full, len(old)+1)
@@ -419,11 +491,11 @@ func (s *shard) grow() {
 	if oldExt != nil {
 		ext = make([]extState, n)
 	}
-	s.setEntries(make([]memEntry, n), ext)
+	s.setEntries(make([]memEntry, n), ext, make([]keyWords, n))
 	for i := range old {
 		if old[i].key != nil {
 			j := s.free(old[i].tag())
-			s.entries[j] = old[i]
+			s.entries[j], s.kw[j] = old[i], oldKw[i]
 			if old[i].isWide() {
 				s.ext[j] = oldExt[i]
 			}
@@ -460,14 +532,14 @@ func (s *shard) remove(i int32) {
 	// so lookups never need tombstones.
 	for j := next(pos); s.entries[j].key != nil; j = next(j) {
 		if dist(home(s.entries[j].tag(), n), j) >= dist(pos, j) {
-			s.entries[pos] = s.entries[j]
+			s.entries[pos], s.kw[pos] = s.entries[j], s.kw[j]
 			if s.ext != nil {
 				s.ext[pos] = s.ext[j]
 			}
 			pos = j
 		}
 	}
-	s.entries[pos] = memEntry{}
+	s.entries[pos], s.kw[pos] = memEntry{}, keyWords{}
 	if s.ext != nil {
 		s.ext[pos] = extState{}
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -346,7 +347,7 @@ func TestShardTableAgainstMap(t *testing.T) {
 		present := map[string]bool{}
 		states := map[string]state{}
 		for step := range 20_000 {
-			k := strconv.Itoa(r.IntN(300))
+			k := tableKey(r.IntN(300))
 			h, ok := hashes[k]
 			if !ok {
 				// 64 tags for 300 keys, spread over the table, and one in
@@ -359,7 +360,7 @@ func TestShardTableAgainstMap(t *testing.T) {
 			}
 			mk := memKey{key: k, alg: GCRA}
 			got := sh.lookup(h, mk)
-			if (got != none) != present[k] || got != none && sh.entries[got].keyString() != k {
+			if (got != none) != present[k] || got != none && sh.keyAt(int(got)) != k {
 				t.Fatalf("max %d, step %d: lookup(%s) = %d, present %v", max, step, k, got, present[k])
 			}
 			if got != none {
@@ -375,8 +376,8 @@ func TestShardTableAgainstMap(t *testing.T) {
 				delete(present, k)
 			} else if !present[k] {
 				i := sh.insert(h, mk, -1) // now = -1: nothing has expired
-				if sh.entries[i].keyString() != k {
-					t.Fatalf("max %d, step %d: insert(%s) returned %d, holding %q", max, step, k, i, sh.entries[i].keyString())
+				if sh.keyAt(int(i)) != k {
+					t.Fatalf("max %d, step %d: insert(%s) returned %d, holding %q", max, step, k, i, sh.keyAt(int(i)))
 				}
 				st := state{}
 				if step > 60 && r.IntN(2) == 0 {
@@ -404,15 +405,29 @@ func TestShardTableAgainstMap(t *testing.T) {
 			if got := sh.homeExtLine(h); got != want {
 				t.Fatalf("max %d, step %d: homeExtLine(%s) = %#x, want %#x", max, step, k, got, want)
 			}
+			if got, want := sh.homeKeyLine(h), uintptr(unsafe.Pointer(&sh.kw[home(tag(h), len(sh.entries))])); got != want {
+				t.Fatalf("max %d, step %d: homeKeyLine(%s) = %#x, want %#x", max, step, k, got, want)
+			}
 		}
 		if sh.ext == nil {
 			t.Errorf("max %d: no ext was made", max)
 		}
-		checkShard(t, 0, sh, func(e *memEntry) uint64 { return hashes[e.keyString()] })
+		checkShard(t, 0, sh, func(_ *memEntry, k string) uint64 { return hashes[k] })
 		if want := max*maxLoadDen/maxLoadNum + 1; max == 300 && len(sh.entries) != want {
 			t.Errorf("max %d: table of %d entries, want %d (what max keys need at maxLoad)", max, len(sh.entries), want)
 		}
 	}
+}
+
+// tableKey is the shard tests' key for v: v's digits and v%18 dots, so
+// that the keys are of 1 to 20 bytes, shorter than, as long as and longer
+// than a short key (isShort).
+func tableKey(v int) string { return strconv.Itoa(v) + strings.Repeat(".", v%18) }
+
+// tableKeyNumber is tableKey's inverse.
+func tableKeyNumber(k string) int {
+	v, _ := strconv.Atoi(strings.TrimRight(k, "."))
+	return v
 }
 
 // TestMemoryWallClock: without WithStoreClock the store reads the wall clock
@@ -442,7 +457,7 @@ func checkShards(t *testing.T, s *MemoryStore) {
 	t.Helper()
 	for n, sh := range s.shards {
 		sh.mu.Lock()
-		checkShard(t, n, sh, func(e *memEntry) uint64 { return keyHash(sh.seed, e.alg(), e.keyString()) })
+		checkShard(t, n, sh, func(e *memEntry, k string) uint64 { return keyHash(sh.seed, e.alg(), k) })
 		sh.mu.Unlock()
 	}
 }
@@ -453,20 +468,23 @@ func checkShards(t *testing.T, s *MemoryStore) {
 // the table is no fuller than maxLoad, and the shard holds no more than
 // its share. A free entry and the ext of an entry that is not wide are
 // zero (so that nothing stale is read, nor a ring kept alive).
-func checkShard(tb testing.TB, n int, sh *shard, hashOf func(*memEntry) uint64) {
+func checkShard(tb testing.TB, n int, sh *shard, hashOf func(e *memEntry, key string) uint64) {
 	tb.Helper()
 	inUse, bytes := 0, 0
 	for i := range sh.entries {
 		e := &sh.entries[i]
 		if e.key == nil {
-			if *e != (memEntry{}) || sh.ext != nil && sh.ext[i] != (extState{}) {
+			if *e != (memEntry{}) || sh.ext != nil && sh.ext[i] != (extState{}) || sh.kw[i] != (keyWords{}) {
 				tb.Errorf("shard %d: free entry %d not cleared: %+v", n, i, *e)
 			}
 			continue
 		}
 		inUse++
-		h := hashOf(e)
-		k := e.keyString()
+		k := sh.keyAt(i)
+		h := hashOf(e, k)
+		if short := e.key == unsafe.Pointer(&shortMark); short != isShort(len(k)) || !short && sh.kw[i] != (keyWords{}) {
+			tb.Errorf("shard %d: entry %d (%q) held as short %v, words %+v", n, i, k, short, sh.kw[i])
+		}
 		bytes += keyCost(len(k))
 		if e.isWide() {
 			bytes += sh.ext[i].log.bytes()
@@ -510,20 +528,20 @@ func FuzzShardTable(f *testing.F) {
 		sh := newShard(testSeed(), 1+int(size)%40)
 		if size >= 200 {
 			// Bounded by bytes rather than keys: a key here costs
-			// keyCost of 1 or 2 bytes.
-			sh.maxBytes = keyCost(2) * (1 + int(size)%8)
+			// keyCost of 1 to 19 bytes (tableKey).
+			sh.maxBytes = keyCost(10) * (1 + int(size)%8)
 		}
 		hashOf := func(key string) uint64 {
-			i, _ := strconv.Atoi(key)
+			i := tableKeyNumber(key)
 			if i%4 == 3 {
 				return math.MaxUint32 << 32 // the table's last entry
 			}
 			return uint64(i%16) << 60
 		}
-		check := func(e *memEntry) uint64 { return hashOf(e.keyString()) }
+		check := func(_ *memEntry, k string) uint64 { return hashOf(k) }
 		held := map[string]bool{}
 		for ; len(ops) >= 4; ops = ops[4:] {
-			what, k, at, ttl := ops[0]%4, strconv.Itoa(int(ops[1]%64)), int64(ops[2]), int64(ops[3])
+			what, k, at, ttl := ops[0]%4, tableKey(int(ops[1]%64)), int64(ops[2]), int64(ops[3])
 			h := hashOf(k)
 			i := sh.lookup(h, memKey{key: k, alg: GCRA})
 			if (i != none) != held[k] {
@@ -533,8 +551,8 @@ func FuzzShardTable(f *testing.F) {
 			switch {
 			case what == 0 && i == none:
 				i = sh.insert(h, memKey{key: k, alg: GCRA}, at)
-				if sh.entries[i].keyString() != k {
-					t.Fatalf("insert(%s) returned %d, holding %q", k, i, sh.entries[i].keyString())
+				if sh.keyAt(int(i)) != k {
+					t.Fatalf("insert(%s) returned %d, holding %q", k, i, sh.keyAt(int(i)))
 				}
 				// A GCRA state whose TAT is its expiry: packed in the
 				// entry, or, for an odd ttl, wide (a denominator of

@@ -128,9 +128,11 @@ func WithMaxKeys(n int) StoreOption {
 // than 512 bytes is held by its SHA-256 digest (32 bytes), so that a long
 // key costs what a short one does and the bound holds whatever the keys.
 // When a shard's share of n is used, the shard evicts as when it is full of
-// keys (WithMaxKeys). The bound counts a key's own bytes: the store keeps
-// the string it was given, as a map does, so a key sliced out of a larger
-// string keeps all of that string alive; give it strings.Clone(key) then.
+// keys (WithMaxKeys). The bound counts a key's own bytes: the store copies
+// a key of 4 to 16 bytes into its table, and keeps a longer or shorter
+// one as the string it was given, as a map does, so such a key sliced out
+// of a larger string keeps all of that string alive; give it
+// strings.Clone(key) then.
 // MemoryStore only.
 func WithMaxBytes(n int) StoreOption {
 	return storeOptionFunc(func(cfg *storeConfig) error {

@@ -8,11 +8,11 @@ package prefetch
 //go:noescape
 func Line(addr uintptr)
 
-// Lines starts loading the line that holds addr, as Line does, and the
-// line that holds waddr for a write: in the state that allows one (on x86
+// Lines starts loading the lines that hold addr and addr2, as Line does,
+// and the line that holds waddr for a write: in the state that allows one (on x86
 // PREFETCHW), so that a line another processor wrote last moves here
-// once, not once to be read and again to be written. One call for both:
+// once, not once to be read and again to be written. One call for all:
 // the decision that uses it counts its instructions.
 //
 //go:noescape
-func Lines(addr, waddr uintptr)
+func Lines(addr, addr2, waddr uintptr)

@@ -7,4 +7,4 @@ package prefetch
 func Line(addr uintptr) {}
 
 // Lines does nothing here either.
-func Lines(addr, waddr uintptr) {}
+func Lines(addr, addr2, waddr uintptr) {}

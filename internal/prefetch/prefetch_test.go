@@ -18,7 +18,7 @@ func TestLineNeverFaults(t *testing.T) {
 		uintptr(unsafe.Pointer(&b[0])),
 	} {
 		Line(addr)
-		Lines(addr, addr)
+		Lines(addr, addr, addr)
 	}
 }
 

@@ -13,12 +13,12 @@ func hasRDTSCP() bool
 
 var arch = hasRDTSCP()
 
-// ReadPrefetching is Read, after it has started loading the line that
-// holds addr and, for a write, the line that holds waddr, as
-// internal/prefetch's Lines does: one call for the three, for the hot path
+// ReadPrefetching is Read, after it has started loading the lines that
+// hold addr and addr2 and, for a write, the line that holds waddr, as
+// internal/prefetch's Lines does: one call for the four, for the hot path
 // that reads the clock as soon as it knows where its state is (a Go call
 // spills every value the caller keeps in a register, and this one saves
 // one).
 //
 //go:noescape
-func ReadPrefetching(addr, waddr uintptr) uint64
+func ReadPrefetching(addr, addr2, waddr uintptr) uint64

@@ -33,15 +33,17 @@ no:
 	MOVB $0, ret+0(FP)
 	RET
 
-// func ReadPrefetching(addr, waddr uintptr) uint64
-TEXT ·ReadPrefetching(SB), NOSPLIT, $0-24
+// func ReadPrefetching(addr, addr2, waddr uintptr) uint64
+TEXT ·ReadPrefetching(SB), NOSPLIT, $0-32
 	MOVQ       addr+0(FP), AX
-	MOVQ       waddr+8(FP), BX
+	MOVQ       addr2+8(FP), CX
+	MOVQ       waddr+16(FP), BX
 	PREFETCHT0 (AX)
+	PREFETCHT0 (CX)
 	// PREFETCHW (BX), which the Go assembler does not know: 0F 0D /1.
 	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
 	RDTSC
 	SHLQ $32, DX
 	ORQ  DX, AX
-	MOVQ AX, ret+16(FP)
+	MOVQ AX, ret+24(FP)
 	RET

@@ -14,7 +14,7 @@ var arch = false
 
 // ReadPrefetching starts loading the lines, as internal/prefetch's Lines
 // does, and returns 0.
-func ReadPrefetching(addr, waddr uintptr) uint64 {
-	prefetch.Lines(addr, waddr)
+func ReadPrefetching(addr, addr2, waddr uintptr) uint64 {
+	prefetch.Lines(addr, addr2, waddr)
 	return 0
 }

@@ -265,10 +265,10 @@ func TestCounterFollowedThenGivenUp(t *testing.T) {
 // the counter, as Read does (within a few seconds of ticks of the reads
 // around it), and 0 where Read does.
 func TestReadPrefetching(t *testing.T) {
-	var x, y [64]byte
+	var x, y, z [64]byte
 	for range 100 {
 		a := Read()
-		b := ReadPrefetching(uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&y)))
+		b := ReadPrefetching(uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&y)), uintptr(unsafe.Pointer(&z)))
 		if !arch {
 			if a != 0 || b != 0 {
 				t.Fatalf("Read %d, ReadPrefetching %d: want 0 where the counter is not read", a, b)
