@@ -101,9 +101,10 @@ const maxHeldKey = 512
 
 // KeyOverhead is what a MemoryStore counts for a key besides its bytes
 // (WithMaxBytes): its 48 bytes of table (its entry and a short key's
-// words) at the table's fullest load, 64, and 16 for the key's own
-// allocation (a key that is not short) or the rest of a state too wide
-// for the entry.
+// words) at the table's fullest load, 64, and 16 for the rounding of the
+// key's own allocation (a key that is not short). A shard that holds wide
+// states (the buckets', a log's) has 24 bytes more a slot in ext, which
+// this does not count.
 const KeyOverhead = 80
 
 // keyCost is what a key of n bytes costs its shard.
