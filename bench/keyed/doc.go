@@ -1,9 +1,10 @@
 // Package keyed benchmarks throttle's MemoryStore next to the keyed
 // limiters users compare it with (sethvargo/go-limiter's memorystore,
 // throttled's GCRA memstore, ulule/limiter's memory store and
-// go-chi/httprate's local counter), all at 100 000 live keys, in one run:
+// go-chi/httprate's local counter), all at 100 000 live keys, in one run
+// whose tables docs/performance.md shows:
 //
-//	cd bench && go run ./cmd/ratios -dir ./keyed -goals keyed -count 5
+//	cd bench && go run ./cmd/keyedbench -count 15 -benchtime 300ms
 //
 // instructions.sh counts the instructions and cache misses of one decision
 // under callgrind, which the load of a shared machine does not move.
