@@ -328,7 +328,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	// entry (bench/NOTES.md).
 	var h uint64
 	var k shortKey
-	if short := uint(len(key))-minShortKey <= maxShortKey-minShortKey; short {
+	if isShort(len(key)) {
 		k = shortKeyOf(key)
 		h = k.hash(s.seed)
 	} else {

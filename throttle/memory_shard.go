@@ -19,10 +19,10 @@ import (
 // the shard, and one 32-byte entry, found at the key's home position or a
 // few entries after it (linear probing: the next entries are on the same or
 // the next cache line), with, for a short key, its bytes at the same
-// position in kw, a parallel array (keyWords). The table holds the entries themselves, not an
-// index of them, because every extra indirection is one more random memory
-// reference per decision, and at this size each costs more than the
-// decision's arithmetic. The decision asks for that entry's line (and the
+// position in kw, a parallel array (keyWords). The table holds the entries
+// themselves, not an index of them, because every extra indirection is one
+// more random memory reference per decision, and at this size each costs
+// more than the decision's arithmetic. The decision asks for that entry's line (and the
 // key's words') as soon as it has the hash, before the clock and the lock
 // (homeLine, homeKeyLine, internal/prefetch), so that the waits overlap
 // them and each other.
@@ -57,9 +57,9 @@ type shardTable struct {
 	// first, extFirst, kwFirst and length are the addresses of the
 	// table, of ext (0: none) and of kw and the table's length, read
 	// without mu to prefetch a key's home entry before taking mu
-	// (homeLine). A reading taken
-	// across a grow may point into the old arrays, or past them: that
-	// only wastes the prefetch, which never faults.
+	// (homeLine). A reading taken across a grow may point into the old
+	// arrays, or past them: that only wastes the prefetch, which never
+	// faults.
 	first    atomic.Uintptr
 	extFirst atomic.Uintptr
 	kwFirst  atomic.Uintptr
@@ -133,8 +133,8 @@ func keyCost(n int) int { return n + KeyOverhead }
 //
 // so that one comparison of meta (flags masked) checks tag, length and
 // algorithm, and only a key that passes it has its bytes (or words)
-// compared. a and b
-// hold the state: packed (packState), or a wide state's a and b.
+// compared. a and b hold the state: packed (packState), or a wide state's
+// a and b.
 type memEntry struct {
 	key  unsafe.Pointer
 	meta uint64
