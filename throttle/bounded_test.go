@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,8 +190,8 @@ func TestMemoryBytesBounded(t *testing.T) {
 					t.Fatalf("after %d keys of %d bytes: %d bytes held, budget %d", i+1, size, st.Bytes, budget)
 				}
 			}
-			if st := s.Stats(); st.Keys != 200 || st.Bytes != 200*keyCost(32) {
-				t.Errorf("200 long keys: %+v; want each held by its 32-byte digest (%d bytes each)", st, keyCost(32))
+			if st := s.Stats(); st.Keys != 200 || st.Bytes != tables(s)+200*keyCost(32) {
+				t.Errorf("200 long keys: %+v, tables %d; want each held by its 32-byte digest (%d bytes each)", st, tables(s), keyCost(32))
 			}
 			// A long key is limited on its own: 2 an hour.
 			k := longKey(0, size)
@@ -218,15 +219,77 @@ func TestMemoryBytesBounded(t *testing.T) {
 		})
 	}
 	// Keys of maxHeldKey bytes, held as they are, fill the budget: the
-	// store evicts, and stays within it.
+	// store evicts, and stays within it, table included, with less than
+	// a key's bytes and its slots' to spare.
 	const budget = MinMaxBytes
 	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
 	lim := mustNew(t, s, FixedWindow, PerHour(2))
 	for i := range 1000 {
 		mustAllow(t, lim, longKey(i, maxHeldKey), 1)
 	}
-	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || st.Keys != budget/keyCost(maxHeldKey) {
-		t.Errorf("1000 keys of %d bytes in %d bytes: %+v; want %d keys held", maxHeldKey, budget, st, budget/keyCost(maxHeldKey))
+	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || budget-st.Bytes >= keyCost(maxHeldKey)+2*slotBytes(false) {
+		t.Errorf("1000 keys of %d bytes in %d bytes: %+v, tables %d", maxHeldKey, budget, st, tables(s))
+	}
+}
+
+// tables is what the tables of s take (shard.table).
+func tables(s *MemoryStore) int {
+	n := 0
+	for _, sh := range s.shards {
+		sh.mu.Lock()
+		n += sh.table
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// TestMemoryHeapWithinMaxBytes: what WithMaxBytes bounds is the heap the
+// store holds, tables, keys and logs: a store flooded with three times the
+// keys it can hold, of every algorithm and of keys held in the table (8
+// bytes) or as strings (3, 24 and 100 bytes), holds no more live heap than
+// its bytes (and the store's own struct), counts what it holds
+// (Stats().Bytes) to within a few hundred bytes (or over, for tiny keys),
+// and uses most of its bytes.
+func TestMemoryHeapWithinMaxBytes(t *testing.T) {
+	const budget = 2 << 20
+	ctx := context.Background()
+	for _, alg := range allAlgorithms {
+		for _, n := range []int{3, 8, 24, 100} {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget), WithMaxKeys(1<<24))
+			lim := mustNew(t, s, alg, PerMinute(10))
+			buf := make([]byte, 0, n)
+			for i := range 3 * budget / 64 {
+				buf = strconv.AppendInt(buf[:0], int64(i%46656), 36) // distinct in 3 bytes
+				for len(buf) < n {
+					buf = append(buf, '_')
+				}
+				if _, err := lim.Allow(ctx, string(buf)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			st := s.Stats()
+			runtime.KeepAlive(s)
+			heap := int(after.HeapAlloc) - int(before.HeapAlloc)
+			// The store's own struct and its slice of shards are not
+			// counted, nor the limiter: a few hundred bytes, about 1.3
+			// KiB with 32 shards on 386.
+			own := 2048 + 8*len(s.shards)
+			// A key of fewer than 16 bytes is counted as the 16-byte
+			// block of tiny objects it may keep alive alone (keyCost);
+			// most share theirs.
+			tiny := 0
+			if n < 16 {
+				tiny = 16 * st.Keys
+			}
+			if heap > budget+own || st.Bytes > budget || st.Bytes < budget*8/10 || heap < st.Bytes-own-tiny || heap > st.Bytes+own {
+				t.Errorf("%v, keys of %d bytes, %d bytes: %d keys, %d bytes counted, %d of live heap", alg, n, budget, st.Keys, st.Bytes, heap)
+			}
+		}
 	}
 }
 
@@ -250,7 +313,37 @@ func TestMemoryLogBytesBounded(t *testing.T) {
 	// A log that alone outgrows the shard is kept, alone.
 	big := mustNew(t, s, SlidingLog, PerHour(10_000))
 	mustAllow(t, big, "big", 10_000)
-	if st := s.Stats(); st.Keys != 1 || st.Bytes != 8*16384+keyCost(3) {
+	if st := s.Stats(); st.Keys != 1 || st.Bytes != tables(s)+ringBytes+8*16384+keyCost(3) {
 		t.Errorf("a log of 10 000 entries in %d bytes: %+v; want it alone", budget, s.Stats())
 	}
+}
+
+// TestMemoryFirstWideStateFits: a shard full, by its bytes, of packed
+// states (GCRA) that then holds its first wide one (a token bucket's)
+// allocates the ext of its whole table, which does not fit: it evicts
+// keys until they fit in a shorter table that, with its ext, does, and
+// keeps the new key and its state.
+func TestMemoryFirstWideStateFits(t *testing.T) {
+	const budget = MinMaxBytes
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
+	gcra := mustNew(t, s, GCRA, PerHour(10))
+	for i := 0; s.Stats().Evictions == 0; i++ {
+		mustAllow(t, gcra, fmt.Sprintf("key%05d", i), 1)
+	}
+	before := s.Stats()
+	sh := s.shards[0]
+	length := len(sh.entries)
+	if len(s.shards) != 1 || sh.ext != nil || before.Bytes > budget || before.Bytes < budget*3/4 {
+		t.Fatalf("%d shards, ext %v, %+v: want one shard full of packed states", len(s.shards), sh.ext != nil, before)
+	}
+	bucket := mustNew(t, s, TokenBucket, PerHour(10))
+	mustAllow(t, bucket, "wide", 3)
+	st := s.Stats()
+	if sh.ext == nil || st.Bytes > budget || st.Keys >= before.Keys || len(sh.entries) >= length {
+		t.Errorf("after the first wide state: %+v (before %+v), table %d (before %d), ext %v", st, before, len(sh.entries), length, sh.ext != nil)
+	}
+	if d := mustAllow(t, bucket, "wide", 1); d.Remaining != 6 {
+		t.Errorf("the wide key after the shard shrank: %+v; want 6 remaining", d)
+	}
+	checkShards(t, s)
 }

@@ -32,8 +32,10 @@ import (
 // min(WithMaxKeys, 1024) keys; a larger one first evicts when its fullest
 // shard fills, at 0.90 full for 2^17 keys in 128 shards
 // (TestMemoryNoEvictionBelowShardSize), later with larger shards. It
-// holds at most WithMaxBytes bytes of keys and states as well
-// (DefaultMaxBytes by default): a shard over its share evicts likewise,
+// holds at most WithMaxBytes bytes of tables, keys and states as well
+// (DefaultMaxBytes by default; what it holds of the heap, to within the
+// store's own few hundred bytes, TestMemoryHeapWithinMaxBytes): a shard
+// over its share evicts likewise,
 // and a key longer than 512 bytes is held by its SHA-256 digest, so that
 // no key costs more than a short one. A key
 // whose state has expired (it is back to its full allowance anyway) is
@@ -65,7 +67,8 @@ type MemoryStats struct {
 	Evictions uint64
 	// Expired counts keys reclaimed because their state had expired.
 	Expired uint64
-	// Bytes is what the keys held now cost (WithMaxBytes).
+	// Bytes is what the store holds now, its tables, the keys it keeps
+	// as strings and the sliding logs (WithMaxBytes bounds it).
 	Bytes int
 }
 
@@ -265,9 +268,9 @@ func (s *MemoryStore) readWall() (int64, error) {
 // shard and its hash (Limiter.allow does the same inline for a key of at
 // most maxHeldKey bytes). A longer key is held by its SHA-256 digest, its
 // hash's tag set apart by hashedTag, so that a digest is never found for a
-// key of the same 32 bytes: a key costs at most maxHeldKey + KeyOverhead
-// bytes however long it is, at the cost of a digest per decision (a
-// collision of two long keys would take 2^128 of them).
+// key of the same 32 bytes: a key costs at most keyCost(maxHeldKey) bytes
+// besides its slot however long it is, at the cost of a digest per
+// decision (a collision of two long keys would take 2^128 of them).
 func (s *MemoryStore) heldKey(alg Algorithm, key string) (memKey, *shard, uint64) {
 	k := memKey{key: key, alg: alg}
 	if len(key) > maxHeldKey {
@@ -467,7 +470,9 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 				if p.den < 1<<32 && !e.isWide() {
 					e.a, e.b = now+q, p.den<<32|frac // setState, inlined
 				} else {
-					sh.setState(i, state{a: now + q, b: frac, c: p.den}, now+reset)
+					if sh.setState(i, state{a: now + q, b: frac, c: p.den}, now+reset) {
+						sh.fitBytes(now, h, memKey{key: key, alg: GCRA})
+					}
 				}
 			}
 			*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
@@ -488,7 +493,9 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 		if i == none {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
 		}
-		sh.setState(i, next, now+int64(d.ResetAfter/time.Microsecond))
+		if sh.setState(i, next, now+int64(d.ResetAfter/time.Microsecond)) {
+			sh.fitBytes(now, h, memKey{key: key, alg: p.alg})
+		}
 	}
 }
 
@@ -507,16 +514,18 @@ func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int6
 		if i == none {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
 		}
+		wide := sh.ext != nil
 		x := sh.extOf(i)
+		was := x.log.bytes()
 		if x.log == nil {
 			x.log = &ring{}
 		}
-		was := x.log.bytes()
 		x.log.drop(expired)
 		x.log.push(at, int(n))
 		x.expires = now + int64(d.ResetAfter/time.Microsecond)
-		if grew := x.log.bytes() - was; grew > 0 {
-			sh.bytes += grew
+		grew := x.log.bytes() - was
+		sh.bytes += grew
+		if grew > 0 || !wide {
 			sh.fitBytes(now, h, memKey{key: key, alg: p.alg})
 		}
 	}
@@ -582,7 +591,9 @@ func (p *pending) store(now int64) {
 		p.sh.setLog(i, p.h, p.k, p.log, p.expires, now)
 		return
 	}
-	p.sh.setState(i, p.st, p.expires)
+	if p.sh.setState(i, p.st, p.expires) {
+		p.sh.fitBytes(now, p.h, p.k)
+	}
 }
 
 // decideAll decides every request as one step. The shards involved are
@@ -738,7 +749,7 @@ func (s *MemoryStore) Stats() MemoryStats {
 	for _, sh := range s.shards {
 		sh.mu.Lock()
 		st.Keys += sh.live
-		st.Bytes += sh.bytes
+		st.Bytes += sh.used()
 		st.Evictions += sh.evictions
 		st.Expired += sh.expired
 		sh.mu.Unlock()

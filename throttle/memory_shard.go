@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -75,9 +76,10 @@ type shardLocked struct {
 	hand int32 // the next entry the clock hand looks at
 	live int
 	max  int // keys this shard may hold
-	// bytes counts what the live keys cost (keyCost, and their sliding
-	// logs' entries); maxBytes bounds it.
-	bytes, maxBytes int
+	// bytes counts what the live keys hold besides their slots (keyCost,
+	// and their sliding logs: ring.bytes), table what the table takes
+	// (tableBytes); maxBytes bounds the two together (used).
+	bytes, table, maxBytes int
 
 	evictions, expired uint64
 }
@@ -96,19 +98,78 @@ type memKey struct {
 
 // maxHeldKey is the longest key a shard holds as it is; a longer one is
 // held by its digest (heldKey), so that no key costs more than
-// maxHeldKey + keyOverhead bytes.
+// keyCost(maxHeldKey) bytes besides its slot.
 const maxHeldKey = 512
 
-// KeyOverhead is what a MemoryStore counts for a key besides its bytes
-// (WithMaxBytes): its 48 bytes of table (its entry and a short key's
-// words) at the table's fullest load, 64, and 16 for the rounding of the
-// key's own allocation (a key that is not short). A shard that holds wide
-// states (the buckets', a log's) has 24 bytes more a slot in ext, which
-// this does not count.
-const KeyOverhead = 80
+// KeyOverhead is, for sizing WithMaxBytes, the most a key of 4 to 16
+// bytes costs a MemoryStore that holds many: its slot of the table (a
+// 32-byte entry and its 16 bytes of words) at the least load a table has
+// after it grows, half full. Such a key's bytes are in its slot; a key of
+// another length costs its own allocation besides (its length rounded up
+// to Go's size class). A shard that holds a wide state (the buckets', a
+// sliding log's) has 24 bytes a slot more (ext), 48 a key at that load,
+// and a sliding log its buffer and its ring. Stats().Bytes counts what
+// the store holds, tables included, and that is what WithMaxBytes bounds.
+const KeyOverhead = 96
 
-// keyCost is what a key of n bytes costs its shard.
-func keyCost(n int) int { return n + KeyOverhead }
+// keyCost is what holding a key of n bytes costs besides its slot: the
+// string the shard keeps (a short key's bytes are in kw). A string of
+// fewer than 16 bytes may be in one of the allocator's 16-byte blocks of
+// tiny objects, which it keeps whole.
+func keyCost(n int) int {
+	if isShort(n) {
+		return 0
+	}
+	return allocSize(max(n, 16))
+}
+
+// allocSize is what Go's allocator takes for an object of n bytes: its
+// size class (sizeClasses), or whole pages of 8 KiB above 32 KiB.
+func allocSize(n int) int {
+	if n > int(sizeClasses[len(sizeClasses)-1]) {
+		return (n + 8<<10 - 1) &^ (8<<10 - 1)
+	}
+	i, _ := slices.BinarySearch(sizeClasses[:], uint16(n))
+	return int(sizeClasses[i])
+}
+
+// allocSizePointers is allocSize for an object that holds pointers: one
+// of more than 512 bytes carries an 8-byte header for the collector, up to
+// the size of a large object (malloc.go's mallocHeaderSize).
+func allocSizePointers(n int) int {
+	if n > 512 && n <= int(sizeClasses[len(sizeClasses)-1])-8 {
+		n += 8
+	}
+	return allocSize(n)
+}
+
+// sizeClasses are Go's allocation size classes (internal/runtime/gc's
+// SizeClassToSize).
+var sizeClasses = [...]uint16{0, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// slotBytes is what a slot of a table costs: its entry and its words, and
+// its ext when wide is set.
+func slotBytes(wide bool) int {
+	n := int(unsafe.Sizeof(memEntry{}) + unsafe.Sizeof(keyWords{}))
+	if wide {
+		n += int(unsafe.Sizeof(extState{}))
+	}
+	return n
+}
+
+// tableBytes is what a shard with a table of n slots costs (with ext when
+// wide is set), the shard itself included.
+func tableBytes(n int, wide bool) int {
+	b := allocSizePointers(n*int(unsafe.Sizeof(memEntry{}))) + allocSize(n*int(unsafe.Sizeof(keyWords{}))) + int(unsafe.Sizeof(shard{}))
+	if wide {
+		b += allocSizePointers(n * int(unsafe.Sizeof(extState{})))
+	}
+	return b
+}
+
+// used is what the shard holds: its table, its keys' own bytes and its
+// logs. WithMaxBytes bounds it.
+func (s *shard) used() int { return s.table + s.bytes }
 
 // memEntry is one key, 32 bytes on a 64-bit processor: two to a cache line
 // (a table of at least 32 KiB is page-aligned, and a smaller one's size
@@ -302,8 +363,10 @@ func (s *shard) expiry(i int32) int64 {
 
 // setState makes st, expiring at expires, the state of the live entry at
 // i: packed into the entry when it fits (packState: expires then follows
-// from st), wide otherwise.
-func (s *shard) setState(i int32, st state, expires int64) {
+// from st), wide otherwise. It reports whether the shard allocated its
+// ext for it, which may have put the shard over its bytes: the caller
+// then calls fitBytes.
+func (s *shard) setState(i int32, st state, expires int64) (allocated bool) {
 	e := &s.entries[i]
 	if a, b, ok := packState(e.alg(), st, expires); ok {
 		if e.isWide() {
@@ -311,11 +374,13 @@ func (s *shard) setState(i int32, st state, expires int64) {
 			e.meta &^= metaWide
 		}
 		e.a, e.b = a, b
-		return
+		return false
 	}
+	allocated = s.ext == nil
 	x := s.extOf(i)
 	e.a, e.b = st.a, st.b
 	x.c, x.expires = st.c, expires
+	return allocated
 }
 
 // setLog makes lg the sliding log of the live entry at i, key k of hash
@@ -329,13 +394,47 @@ func (s *shard) setLog(i int32, h uint64, k memKey, lg *ring, expires int64, now
 	s.fitBytes(now, h, k)
 }
 
-// fitBytes evicts keys other than k (of hash h, live) while the shard
-// holds more bytes than it may: a key that alone outgrows its shard (a
-// long sliding log) is kept, and limited, alone.
+// fitBytes brings the shard within its bytes, keeping k (of hash h,
+// live): it evicts other keys until they fit, or until they fit in a
+// shorter table that does (when the shard's first wide state has made it
+// allocate its ext, or a sliding log has grown), and makes the table that
+// long. A key that alone outgrows its shard (a long sliding log) is kept,
+// and limited, alone. The keys' positions change: callers do not use
+// them after.
 func (s *shard) fitBytes(now int64, h uint64, k memKey) {
-	for s.live > 1 && s.bytes > s.maxBytes {
+	for s.used() > s.maxBytes {
+		if n := s.shorterFit(); n > 0 {
+			s.resize(n)
+			return
+		}
+		if s.live <= 1 {
+			return
+		}
 		s.evictExcept(now, s.lookup(h, k))
 	}
+}
+
+// minTable is the length of a new shard's table, and the shortest one.
+const minTable = 8
+
+// shorterFit is the length of the longest table shorter than the shard's
+// that holds its keys at maxLoad and brings the shard within its bytes,
+// or 0 if there is none.
+func (s *shard) shorterFit() int {
+	lo := max(minTable, (maxLoadDen*s.live+maxLoadNum-1)/maxLoadNum)
+	fits := func(n int) bool { return tableBytes(n, s.ext != nil)+s.bytes <= s.maxBytes }
+	hi := len(s.entries) - 1
+	if lo > hi || !fits(lo) {
+		return 0
+	}
+	for lo < hi { // the longest n in [lo, hi] that fits: tableBytes grows with n
+		if mid := (lo + hi + 1) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // extOf returns the ext of the live entry at i, making the entry wide (and
@@ -344,6 +443,7 @@ func (s *shard) extOf(i int32) *extState {
 	if s.ext == nil {
 		s.ext = make([]extState, len(s.entries))
 		s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(s.ext))))
+		s.table = tableBytes(len(s.entries), true)
 	}
 	s.entries[i].meta |= metaWide
 	return &s.ext[i]
@@ -354,10 +454,11 @@ func (s *shard) extOf(i int32) *extState {
 // lookup of a present key reads 2.5 entries at worst on average with
 // linear probing, all on one page but for the rare run that crosses one.
 // A table grows by half until it is as large as its shard's max keys need
-// at that load, and no larger: its length need not be a power of two (a
-// key's home is its tag scaled to the length, not masked), so a full
-// store costs 48 / maxLoad bytes per key (72 / maxLoad in a shard with an
-// ext), and a growing one is at least half full (a doubling table sinks to
+// at that load, or its bytes allow, and no larger (and shrinks when the
+// shard's first wide state does not fit in its bytes otherwise): its length need not be a power of two (a key's
+// home is its tag scaled to the length, not masked), so a full store
+// costs 48 / maxLoad bytes per key (72 / maxLoad in a shard with an ext),
+// and a growing one is at least half full (a doubling table sinks to
 // three eighths: more pages for the same keys, each one more entry for the
 // processor's TLB to miss).
 const maxLoadNum, maxLoadDen = 3, 4
@@ -369,7 +470,7 @@ const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
 	s := &shard{shardTable: shardTable{seed: seed}, shardLocked: shardLocked{max: max, maxBytes: math.MaxInt}}
-	s.setEntries(make([]memEntry, 8), nil, make([]keyWords, 8))
+	s.setEntries(make([]memEntry, minTable), nil, make([]keyWords, minTable))
 	return s
 }
 
@@ -377,6 +478,7 @@ func newShard(seed *hashSeed, max int) *shard {
 // long) its kw.
 func (s *shard) setEntries(es []memEntry, ext []extState, kw []keyWords) {
 	s.entries, s.ext, s.kw = es, ext, kw
+	s.table = tableBytes(len(es), ext != nil)
 	s.kwFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(kw))))
 	s.first.Store(uintptr(unsafe.Pointer(unsafe.SliceData(es))))
 	s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(ext))))
@@ -451,12 +553,19 @@ func (s *shard) lookup(h uint64, k memKey) int32 {
 func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 	s.reclaim(now)
 	cost := keyCost(len(k.key))
-	for s.live > 0 && (s.live >= s.max || s.bytes+cost > s.maxBytes) {
+	n := len(s.entries)
+	for s.live > 0 {
+		if s.live < s.max {
+			if n = s.lengthFor(s.live+1, cost); n > 0 {
+				break
+			}
+		}
 		s.evict(now)
+		n = len(s.entries)
 	}
 	s.bytes += cost
-	if maxLoadDen*(s.live+1) > maxLoadNum*len(s.entries) {
-		s.grow()
+	if n > len(s.entries) {
+		s.resize(n)
 	}
 	pos := s.free(tag(h))
 	if isShort(len(k.key)) {
@@ -480,14 +589,37 @@ func (s *shard) free(t uint32) int {
 	return pos
 }
 
-// grow makes the table half as long again, or as large as the shard's
-// max keys need at maxLoad if that is less.
-func (s *shard) grow() {
-	old, oldExt, oldKw := s.entries, s.ext, s.kw
-	n := len(old) + len(old)/2
-	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
-		n = max(full, len(old)+1)
+// lengthFor is the length of the table that holds keys keys, one of them
+// about to be inserted at a cost of cost bytes (keyCost), within the
+// shard's bytes: the table's own if they fit in it at maxLoad, else a
+// longer one, half as long again or as long as the shard's max keys need
+// at maxLoad if that is less, or as long as its bytes allow if that is
+// less still; 0 if no table holds them within the shard's bytes.
+func (s *shard) lengthFor(keys, cost int) int {
+	n := len(s.entries)
+	if maxLoadDen*keys <= maxLoadNum*n {
+		if s.used()+cost > s.maxBytes {
+			return 0
+		}
+		return n
 	}
+	n += n / 2
+	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
+		n = max(full, len(s.entries)+1)
+	}
+	for n > len(s.entries) && tableBytes(n, s.ext != nil)+s.bytes+cost > s.maxBytes {
+		n -= max(1, (n-len(s.entries))/4)
+	}
+	if maxLoadDen*keys > maxLoadNum*n {
+		return 0
+	}
+	return n
+}
+
+// resize makes the table n entries long; n holds the live keys at
+// maxLoad.
+func (s *shard) resize(n int) {
+	old, oldExt, oldKw := s.entries, s.ext, s.kw
 	var ext []extState
 	if oldExt != nil {
 		ext = make([]extState, n)

@@ -508,8 +508,8 @@ func checkShard(tb testing.TB, n int, sh *shard, hashOf func(e *memEntry, key st
 	if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
 		tb.Errorf("shard %d: live %d, entries in use %d, table %d, max %d", n, sh.live, inUse, len(sh.entries), sh.max)
 	}
-	if bytes != sh.bytes || sh.live > 1 && sh.bytes > sh.maxBytes {
-		tb.Errorf("shard %d: %d bytes counted, %d held, at most %d", n, sh.bytes, bytes, sh.maxBytes)
+	if bytes != sh.bytes || sh.live > 1 && sh.used() > sh.maxBytes || sh.table != tableBytes(len(sh.entries), sh.ext != nil) {
+		tb.Errorf("shard %d: %d bytes of keys counted, %d held, %d with the table, at most %d", n, sh.bytes, bytes, sh.used(), sh.maxBytes)
 	}
 }
 
@@ -527,9 +527,10 @@ func FuzzShardTable(f *testing.F) {
 	f.Fuzz(func(t *testing.T, size uint8, ops []byte) {
 		sh := newShard(testSeed(), 1+int(size)%40)
 		if size >= 200 {
-			// Bounded by bytes rather than keys: a key here costs
-			// keyCost of 1 to 19 bytes (tableKey).
-			sh.maxBytes = keyCost(10) * (1 + int(size)%8)
+			// Bounded by bytes rather than keys: the table's first
+			// slots and a few more, or a few keys of more than 16 bytes
+			// (tableKey: 1 to 20 bytes).
+			sh.maxBytes = sh.used() + 40*(int(size)%16)
 		}
 		hashOf := func(key string) uint64 {
 			i := tableKeyNumber(key)
@@ -562,9 +563,16 @@ func FuzzShardTable(f *testing.F) {
 				if ttl%2 == 1 {
 					st.c = 1 << 32
 				}
-				sh.setState(i, st, at+ttl)
+				allocated := sh.setState(i, st, at+ttl)
 				if sh.entries[i].isWide() != (ttl%2 == 1) || sh.expiry(i) != at+ttl {
 					t.Fatalf("setState(%+v): wide %v, expires %d", st, sh.entries[i].isWide(), sh.expiry(i))
+				}
+				if allocated {
+					// As the store does: the ext may not fit.
+					sh.fitBytes(at, h, memKey{key: k, alg: GCRA})
+					if i = sh.lookup(h, memKey{key: k, alg: GCRA}); i == none || sh.expiry(i) != at+ttl {
+						t.Fatalf("fitBytes lost the key it keeps, or its state: %d", i)
+					}
 				}
 				held[k] = true
 			case what == 1 && i != none:

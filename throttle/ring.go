@@ -1,5 +1,7 @@
 package throttle
 
+import "unsafe"
+
 // ring is a sliding log's timestamps, oldest first, in a power-of-two
 // buffer used as a circular queue, so that dropping expired entries and
 // logging new ones allocate nothing once the buffer is large enough.
@@ -55,10 +57,13 @@ func (r *ring) clone() *ring {
 	return c
 }
 
-// bytes is what the log's buffer takes (0 for a nil log).
+// bytes is what the log takes, itself and its buffer (0 for a nil log).
 func (r *ring) bytes() int {
 	if r == nil {
 		return 0
 	}
-	return 8 * len(r.buf)
+	return ringBytes + 8*len(r.buf)
 }
+
+// ringBytes is what a ring itself takes (its size class).
+var ringBytes = allocSize(int(unsafe.Sizeof(ring{})))

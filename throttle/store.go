@@ -122,13 +122,16 @@ func WithMaxKeys(n int) StoreOption {
 	})
 }
 
-// WithMaxBytes bounds a MemoryStore to about n bytes of keys and states
-// (n ≥ MinMaxBytes; default DefaultMaxBytes). A key costs its length plus
-// KeyOverhead bytes, a sliding log 8 bytes per entry besides; a key longer
-// than 512 bytes is held by its SHA-256 digest (32 bytes), so that a long
-// key costs what a short one does and the bound holds whatever the keys.
-// When a shard's share of n is used, the shard evicts as when it is full of
-// keys (WithMaxKeys). The bound counts a key's own bytes: the store copies
+// WithMaxBytes bounds a MemoryStore to n bytes of heap (n ≥ MinMaxBytes;
+// default DefaultMaxBytes): its tables (a slot of 48 bytes, 72 in a shard
+// that holds a wide state, at most three quarters of them used), the keys
+// it keeps as strings (in Go's size classes) and the sliding logs (their
+// buffers, 8 bytes an entry); KeyOverhead sizes it. A key longer than 512
+// bytes is held by its SHA-256 digest (32 bytes), so that a long key costs
+// what a short one does and the bound holds whatever the keys. When a
+// shard's share of n is used, the shard evicts as when it is full of keys
+// (WithMaxKeys), and a table grows no longer than its share allows. The
+// bound counts a key's own bytes: the store copies
 // a key of 4 to 16 bytes into its table, and keeps a longer or shorter
 // one as the string it was given, as a map does, so such a key sliced out
 // of a larger string keeps all of that string alive; give it
