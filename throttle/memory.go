@@ -34,7 +34,7 @@ import (
 // (TestMemoryNoEvictionBelowShardSize), later with larger shards. It
 // holds at most WithMaxBytes bytes of tables, keys and states as well
 // (DefaultMaxBytes by default; what it holds of the heap, to within the
-// store's own few hundred bytes, TestMemoryHeapWithinMaxBytes): a shard
+// store's own struct, TestMemoryHeapWithinMaxBytes): a shard
 // over its share evicts likewise,
 // and a key longer than 512 bytes is held by its SHA-256 digest, so that
 // no key costs more than a short one. A key
