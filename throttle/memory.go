@@ -33,14 +33,13 @@ import (
 // shard fills, at 0.90 full for 2^17 keys in 128 shards
 // (TestMemoryNoEvictionBelowShardSize), later with larger shards. It
 // holds at most WithMaxBytes bytes of tables, keys and states as well
-// (DefaultMaxBytes by default; what it holds of the heap, to within the
-// store's own struct, TestMemoryHeapWithinMaxBytes): a shard
-// over its share evicts likewise,
+// (DefaultMaxBytes by default; the heap it holds, but for its own struct:
+// TestMemoryHeapWithinMaxBytes): a shard over its share evicts likewise,
 // and a key longer than 512 bytes is held by its SHA-256 digest, so that
-// no key costs more than a short one. A key
-// whose state has expired (it is back to its full allowance anyway) is
-// reclaimed by the inserts that follow, a couple of keys per insert: there
-// is no sweeper goroutine and no pass that holds a lock over a whole shard.
+// no key costs more than a short one. A key whose state has expired (it
+// is back to its full allowance anyway) is reclaimed by the inserts that
+// follow, a couple of keys per insert: there is no sweeper goroutine and
+// no pass that holds a lock over a whole shard.
 //
 // A clock that steps back never creates allowance: every algorithm keeps
 // what it has counted until time passes the stored instants again, and a
@@ -469,10 +468,8 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 				}
 				if p.den < 1<<32 && !e.isWide() {
 					e.a, e.b = now+q, p.den<<32|frac // setState, inlined
-				} else {
-					if sh.setState(i, state{a: now + q, b: frac, c: p.den}, now+reset) {
-						sh.fitBytes(now, h, memKey{key: key, alg: GCRA})
-					}
+				} else if sh.setState(i, state{a: now + q, b: frac, c: p.den}, now+reset) {
+					sh.fitBytes(now, h, memKey{key: key, alg: GCRA})
 				}
 			}
 			*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
