@@ -43,16 +43,26 @@ type response struct {
 	retryAfter int64
 }
 
+// summarize is the response of decisions ds: refused if any refused, with
+// the longest wait of those that refused, or none if one of them can never
+// pass (a cost above its limit: waiting for the others would only find it
+// refused again).
 func summarize(ds []throttle.Decision) response {
 	r := response{allowed: true, retryAfter: -1}
+	never := false
 	for _, d := range ds {
 		if d.Allowed {
 			continue
 		}
 		r.allowed = false
-		if d.RetryAfter != throttle.Never {
+		if d.RetryAfter == throttle.Never {
+			never = true
+		} else {
 			r.retryAfter = max(r.retryAfter, max(keyopt.CeilSeconds(d.RetryAfter), 1))
 		}
+	}
+	if never {
+		r.retryAfter = -1
 	}
 	return r
 }

@@ -348,6 +348,34 @@ func TestCostAboveLimitNeverPasses(t *testing.T) {
 	}
 }
 
+// TestCostAboveOneLimitNeverPasses: a request that one limit can never
+// pass (its cost is above that limit) and another refuses for a while is
+// refused without Retry-After, as with the first limit alone: a client
+// that waited the second's wait would be refused again, forever.
+func TestCostAboveOneLimitNeverPasses(t *testing.T) {
+	clk := newTestClock()
+	store, err := throttle.NewMemoryStore(throttle.WithStoreClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := throttle.New(store, throttle.GCRA, throttle.PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := throttle.New(store, throttle.GCRA, throttle.PerMinute(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := handler(t, small, WithLimit("big", big), WithCost(func(*http.Request) int { return 50 }))
+	if _, err := big.AllowN(t.Context(), "big:192.0.2.1", 95); err != nil { // "big" has 5 left
+		t.Fatal(err)
+	}
+	w := do(h, "192.0.2.1:1", "/")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "" || strings.Contains(w.Body.String(), "retry after") {
+		t.Errorf("%d, Retry-After %q, body %q; want 429 without a time to retry", w.Code, w.Header().Get("Retry-After"), w.Body.String())
+	}
+}
+
 func TestKeys(t *testing.T) {
 	type user struct{}
 	fromCtx := FromContext(func(ctx context.Context) (string, bool) {
