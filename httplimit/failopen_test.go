@@ -10,13 +10,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/smoothrate/ratelimit/internal/redistest"
 	"github.com/smoothrate/ratelimit/throttle"
 )
 
 // TestFailOpenOnlyOnOutage: WithFailOpen passes requests when Redis is
 // out (refused connections, a server that does not answer within
 // WithStoreTimeout), never when it answers but is set up wrong (a wrong
-// password): that gets 503 as without WithFailOpen.
+// password, a replica's address: READONLY): that gets 503 as without
+// WithFailOpen.
 func TestFailOpenOnlyOnOutage(t *testing.T) {
 	mr := miniredis.RunT(t)
 	mr.RequireAuth("right")
@@ -28,6 +30,7 @@ func TestFailOpenOnlyOnOutage(t *testing.T) {
 	closed := miniredis.RunT(t)
 	closedAddr := closed.Addr()
 	closed.Close()
+	replica := redistest.StartReplica(t, redistest.Start(t))
 
 	for _, tc := range []struct {
 		name, addr, password string
@@ -36,6 +39,7 @@ func TestFailOpenOnlyOnOutage(t *testing.T) {
 	}{
 		{"wrong password", mr.Addr(), "wrong", 503, throttle.ErrMisconfigured},
 		{"no password", mr.Addr(), "", 503, throttle.ErrMisconfigured},
+		{"a replica", replica.Addr(), "", 503, throttle.ErrMisconfigured},
 		{"connection refused", closedAddr, "", 200, throttle.ErrUnavailable},
 		{"no answer within the store timeout", down.Addr().String(), "", 200, throttle.ErrUnavailable},
 	} {

@@ -120,6 +120,14 @@ func TestOutOfMemoryIsAnOutage(t *testing.T) {
 	checkFailures(t, "out of memory", redis.Options{Addr: srv.Addr()}, ErrUnavailable)
 }
 
+// TestReplicaIsMisconfigured: a plain client given a replica's address
+// gets READONLY for every write: set up wrong on every path (no retry
+// fixes it, and failing open on it would run unlimited), not an outage.
+func TestReplicaIsMisconfigured(t *testing.T) {
+	replica := redistest.StartReplica(t, redistest.Start(t))
+	checkFailures(t, "a replica", redis.Options{Addr: replica.Addr()}, ErrMisconfigured)
+}
+
 // checkFailures holds every package's error for one Redis condition
 // (failures) to class, ErrUnavailable or ErrMisconfigured: it matches
 // class and ErrStore, whichever package's values, and not the other

@@ -222,6 +222,7 @@ func (s *RedisStore) send(ctx context.Context, ops []windowOp, mode countMode, t
 		err = s.runAlone(ctx, ops, mode)
 	}
 	if err != nil {
+		err = s.gate.Refine(err)
 		s.gate.Leave(err)
 	}
 	return err

@@ -31,8 +31,9 @@ import (
 // Outage). A panic in f is returned as an error wrapping ErrClientPanic.
 //
 // With a gate (NewGate; nil for none), f runs only once the gate finds
-// the server reachable, within the same bound, and the gate learns from
-// f's error.
+// the server reachable, within the same bound, f's error is refined by
+// the gate's knowledge of the client (Refine), and the gate learns from
+// it.
 func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg *sync.WaitGroup, gate *Gate, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	// Cancelled here, not in the goroutine: a goroutine that cancelled
@@ -45,7 +46,7 @@ func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg 
 	}
 	if inline {
 		v, err := guarded(ctx, f)
-		err = bounded(parent, ctx, timeout, err)
+		err = bounded(parent, ctx, timeout, gate.Refine(err))
 		gate.Leave(err)
 		return v, err
 	}
@@ -66,7 +67,7 @@ func Call[T any](parent context.Context, timeout time.Duration, inline bool, wg 
 	}()
 	select {
 	case res := <-ch:
-		err := bounded(parent, ctx, timeout, res.err)
+		err := bounded(parent, ctx, timeout, gate.Refine(res.err))
 		gate.Leave(err)
 		return res.v, err
 	case <-ctx.Done():

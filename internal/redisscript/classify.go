@@ -19,7 +19,8 @@ const (
 	// Outage: Redis could not answer now: the connection was refused or
 	// lost, the call timed out (ErrTimeout), or the server said it cannot
 	// serve for the moment (LOADING, BUSY, CLUSTERDOWN, MASTERDOWN,
-	// TRYAGAIN, READONLY after a failover, MISCONF, OOM, NOREPLICAS), or
+	// TRYAGAIN, READONLY from Sentinel's or a cluster's client during a
+	// failover, MISCONF, OOM, NOREPLICAS), or
 	// stopped the script with SCRIPT KILL. A later call may succeed; a
 	// limiter may fail open on it.
 	Outage
@@ -27,7 +28,9 @@ const (
 	// NOAUTH, WRONGPASS or NOPERM, a password given to a server without
 	// one, a database index the server lacks, a cluster client against a
 	// server not in a cluster, a cluster node talked to as a single
-	// server (MOVED, ASK, CROSSSLOT), an unknown command, a script the server
+	// server (MOVED, ASK, CROSSSLOT), a replica talked to as the one
+	// server of a client (READONLY: ErrReplica), an unknown command, a
+	// script the server
 	// cannot compile or run (a missing library or command), a key of
 	// another type where a script keeps its state, a client that is
 	// closed or panics, or a TLS handshake refused on its certificates
@@ -134,7 +137,7 @@ func Classify(err error) Class {
 		return Misconfigured
 	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUnreachable):
 		return Outage
-	case errors.Is(err, ErrClientPanic), errors.Is(err, redis.ErrClosed):
+	case errors.Is(err, ErrClientPanic), errors.Is(err, redis.ErrClosed), errors.Is(err, ErrReplica):
 		return Misconfigured
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Cancelled

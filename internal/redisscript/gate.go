@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +58,11 @@ func (e *unreachable) Is(target error) bool { return target == ErrUnreachable }
 type Gate struct {
 	dial    func(context.Context) error
 	timeout time.Duration
-	up      atomic.Bool
-	mu      sync.Mutex
-	probe   *attempt // in flight, or nil
+	// single: the client's is one server, not Sentinel's primary (Refine).
+	single bool
+	up     atomic.Bool
+	mu     sync.Mutex
+	probe  *attempt // in flight, or nil
 }
 
 type attempt struct {
@@ -75,7 +78,36 @@ func NewGate(c any, timeout time.Duration) *Gate {
 	if dial == nil {
 		return nil
 	}
-	return &Gate{dial: dial, timeout: timeout}
+	g := &Gate{dial: dial, timeout: timeout}
+	if c, ok := c.(*redis.Client); ok {
+		// go-redis's NewFailoverClient names its server so.
+		g.single = c.Options().Addr != "FailoverClient"
+	}
+	return g
+}
+
+// ErrReplica: the one server of a client (neither Sentinel's nor a
+// cluster's) answered READONLY: it is a replica. Class Misconfigured.
+var ErrReplica = errors.New("the server is a replica, which refuses writes: give the client its primary's address, or its Sentinels")
+
+// Refine returns err, a call's error (or a package's Error of it), as a
+// misconfiguration where its reply alone would read as an outage: a
+// READONLY reply from the one server of a plain client (ErrReplica).
+// That server is a replica, whether its address was given wrong or a
+// failover demoted it, and stays one until someone promotes it, while
+// the client never looks for the primary: failing open on it would run
+// unlimited for as long. Sentinel's client and a cluster's find the new
+// primary after a failover: READONLY from them stays an outage. A nil
+// Gate (a client it cannot see into) changes nothing.
+func (g *Gate) Refine(err error) error {
+	if g == nil || !g.single || err == nil || Classify(err) != Outage || !IsReply(err) || !strings.Contains(err.Error(), "READONLY") {
+		return err
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Room: e.Room, Class: Misconfigured, Kind: e.Kind, Err: fmt.Errorf("%w (%w)", e.Err, ErrReplica)}
+	}
+	return fmt.Errorf("%w (%w)", err, ErrReplica)
 }
 
 // Open reports whether calls go through without a probe: the server is

@@ -204,3 +204,54 @@ func TestNewGateClients(t *testing.T) {
 		t.Fatal("a gate for a client it cannot see into")
 	}
 }
+
+// TestRefineReplica: READONLY from the one server of a plain client is a
+// replica, set up wrong (ErrReplica), raw or as a package's Error; from
+// Sentinel's client or a cluster's, or through no gate, it stays an
+// outage (a failover), and so does every other outage.
+func TestRefineReplica(t *testing.T) {
+	readonly := replyError("READONLY You can't write against a read only replica.")
+	plain := NewGate(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), time.Second)
+	sentinel := NewGate(redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}), time.Second)
+	cluster := NewGate(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), time.Second)
+	if sentinel == nil || cluster == nil {
+		t.Fatal("no gate for Sentinel's or a cluster's client")
+	}
+	for _, err := range []error{readonly, &Error{Room: "x", Class: Outage, Err: readonly}} {
+		got := plain.Refine(err)
+		var e *Error
+		if Classify(got) != Misconfigured || !errors.Is(got, ErrReplica) || !IsReply(got) || !strings.Contains(got.Error(), "READONLY") {
+			t.Errorf("plain client, %v: %v (%v)", err, got, Classify(got))
+		}
+		if errors.As(err, &e) && (!errors.As(got, &e) || e.Room != "x" || !errors.Is(got, ErrMisconfigured) || errors.Is(got, ErrUnavailable)) {
+			t.Errorf("plain client, %v: %#v", err, got)
+		}
+		for name, g := range map[string]*Gate{"sentinel": sentinel, "cluster": cluster, "none": nil} {
+			if got := g.Refine(err); got != err {
+				t.Errorf("%s client, %v: %v", name, err, got)
+			}
+		}
+	}
+	for _, err := range []error{replyError("LOADING Redis is loading the dataset in memory"), errors.New("READONLY in a text that is no reply"), nil} {
+		if got := plain.Refine(err); got != err {
+			t.Errorf("plain client, %v: %v", err, got)
+		}
+	}
+}
+
+// TestCallOnReplica: a script run through Call against a real replica
+// with a plain client fails as set up wrong, and the gate stays open (the
+// server answers).
+func TestCallOnReplica(t *testing.T) {
+	replica := redistest.StartReplica(t, redistest.Start(t))
+	c := newClient(t, &redis.Options{Addr: replica.Addr()})
+	g := NewGate(c, time.Second)
+	for range 2 {
+		_, err := Call(context.Background(), 2*time.Second, false, nil, g, func(ctx context.Context) (any, error) {
+			return probe.Run(ctx, c, []string{"k"}, "x").Result()
+		})
+		if Classify(err) != Misconfigured || !errors.Is(err, ErrReplica) || !g.Open() {
+			t.Fatalf("a script on a replica: %v (%v), gate open %v", err, Classify(err), g.Open())
+		}
+	}
+}
