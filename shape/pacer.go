@@ -140,7 +140,7 @@ type pacer struct {
 
 func newPacer(own ratelimit.Acquirer, cfg config) pacer {
 	var lims []ratelimit.Acquirer
-	if own != nil {
+	if !check.IsNil(own) { // a nil *Limiter too: unshaped, as documented
 		lims = append(lims, own)
 	}
 	return pacer{lims: append(lims, cfg.shared...), chunk: cfg.chunk}

@@ -189,10 +189,12 @@ func TestWriterShared(t *testing.T) {
 	}
 }
 
-// A +Inf rate (or a nil limiter) is a passthrough: one Write, no sleep.
+// A +Inf rate (or a nil limiter, untyped or a nil *Limiter, as a variable
+// set only when a rate is given is) is a passthrough: one Write, no sleep.
 func TestWriterUnlimited(t *testing.T) {
 	lim, clk := newFakeLimiter(t, math.Inf(1), ratelimit.WithMaxBurstSeconds(0.01))
-	for _, l := range []ratelimit.Acquirer{lim, nil} {
+	var unset *ratelimit.Limiter
+	for _, l := range []ratelimit.Acquirer{lim, nil, unset} {
 		rec := &recorder{clk: clk}
 		w := newWriter(t, rec, l)
 		if n, err := w.Write(make([]byte, 1<<20)); n != 1<<20 || err != nil {
