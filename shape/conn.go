@@ -55,21 +55,49 @@ type half struct {
 type deadline struct {
 	mu     sync.Mutex
 	t      time.Time
-	cancel context.CancelCauseFunc
+	cancel context.CancelCauseFunc // the wait under way's, or nil
+	bound  time.Time               // the deadline the wait under way began under
+	timer  *time.Timer             // ends that wait at an earlier deadline set since
 	closed bool
 }
 
-// errDeadlineChanged is the cause given to a wait interrupted by a new
-// deadline: the wait starts again under the new one.
-var errDeadlineChanged = errors.New("shape: deadline changed")
+// errDeadlinePassed is the cause given to a wait that a deadline set during
+// it ended.
+var errDeadlinePassed = errors.New("shape: deadline passed")
 
+// set makes t the deadline. A wait under way goes on, paying nothing
+// again, and ends at t if t is earlier than the deadline it began under (at
+// once if t has passed). Interrupting it to wait again under t would pay
+// twice: a limiter gives a booking back only if nothing was booked since,
+// which on a limiter shared by other streams is rare.
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.t = t
-	if d.cancel != nil {
-		d.cancel(errDeadlineChanged)
+	if d.cancel == nil {
+		return
 	}
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if t.IsZero() || !d.bound.IsZero() && !t.Before(d.bound) {
+		return // the wait's own context ends at bound
+	}
+	cancel := d.cancel
+	if wait := time.Until(t); wait <= 0 {
+		cancel(errDeadlinePassed)
+	} else {
+		d.timer = time.AfterFunc(wait, func() { cancel(errDeadlinePassed) })
+	}
+}
+
+// extended reports whether the deadline is now later than bound, one a
+// wait began under (zero: none).
+func (d *deadline) extended(bound time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !bound.IsZero() && (d.t.IsZero() || d.t.After(bound))
 }
 
 func (d *deadline) close() {
@@ -93,10 +121,14 @@ func (d *deadline) begin() (context.Context, context.CancelFunc, error) {
 		return nil, nil, &DeadlineError{Cause: context.DeadlineExceeded}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	d.cancel = cancel
+	d.cancel, d.bound = cancel, d.t
 	stop := func() {
 		d.mu.Lock()
 		d.cancel = nil
+		if d.timer != nil {
+			d.timer.Stop()
+			d.timer = nil
+		}
 		d.mu.Unlock()
 		cancel(nil)
 	}
@@ -107,9 +139,12 @@ func (d *deadline) begin() (context.Context, context.CancelFunc, error) {
 	return ctx, func() { cancelDeadline(); stop() }, nil
 }
 
-// pay pays n bytes to every limiter, under the direction's deadline. A wait
-// interrupted by a deadline change resumes under the new deadline, without
-// paying again the limiters already paid.
+// pay pays n bytes to every limiter, under the direction's deadline
+// (deadline.set: a deadline changed during a wait bounds it without
+// interrupting it). A wait that its deadline ended after the deadline was
+// moved later (a limiter that waits past a deadline it cannot meet, where
+// a *ratelimit.Limiter fails at once) resumes under the new deadline,
+// without paying again the limiters already paid.
 func (h *half) pay(n int) error {
 	paid := 0
 	for {
@@ -117,17 +152,21 @@ func (h *half) pay(n int) error {
 		if err != nil {
 			return err
 		}
+		bound, _ := ctx.Deadline()
 		paid, err = h.p.pay(ctx, n, paid)
 		cause := context.Cause(ctx)
 		done()
 		switch {
 		case err == nil:
 			return nil
-		case cause == errDeadlineChanged:
-			continue
 		case cause == net.ErrClosed:
 			return net.ErrClosed
+		case cause == errDeadlinePassed:
+			return &DeadlineError{Cause: err}
 		case errors.Is(err, context.DeadlineExceeded):
+			if cause == context.DeadlineExceeded && h.dl.extended(bound) {
+				continue
+			}
 			return &DeadlineError{Cause: err}
 		}
 		return err
@@ -231,7 +270,8 @@ func (c *Conn) Close() error {
 }
 
 // SetDeadline sets the read and write deadlines of the connection and of
-// its waits. Waits under way start again under the new deadline.
+// its waits. A wait under way goes on, and ends at the new deadline if that
+// is earlier than the one it began under (at once if it has passed).
 func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.Conn.SetDeadline(t); err != nil {
 		return err

@@ -171,8 +171,9 @@ func TestConnWriteDeadline(t *testing.T) {
 }
 
 // Setting a past deadline interrupts a wait under way (the idiom net/http
-// uses to abort a blocked Read); extending it lets the wait go on, paying
-// once; Close interrupts it with net.ErrClosed.
+// uses to abort a blocked Read); a deadline the wait meets lets it go on,
+// paying once; one it does not meet ends it then; Close interrupts it with
+// net.ErrClosed.
 func TestConnDeadlineInterruptsWait(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -192,6 +193,16 @@ func TestConnDeadlineInterruptsWait(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, "0s:10000 10ms:10000 20ms:10000", false},
+		{"missed", func(c *shape.Conn) {
+			start := time.Now()
+			c.SetWriteDeadline(start.Add(5 * time.Millisecond)) // the wait ends at 10 ms
+			time.Sleep(10 * time.Millisecond)
+			if el := time.Since(start); el != 10*time.Millisecond {
+				panic(el)
+			}
+		}, 10_000, func(t *testing.T, err error) {
+			checkDeadlineError(t, err)
+		}, "0s:10000", true},
 		{"close", func(c *shape.Conn) { c.Close() }, 10_000,
 			func(t *testing.T, err error) {
 				if !errors.Is(err, net.ErrClosed) {
@@ -439,4 +450,63 @@ func TestWriterContextDeadline(t *testing.T) {
 			t.Errorf("Write failed after %v, want 10ms", el)
 		}
 	})
+}
+
+// TestConnDeadlineChangePaysOnce: a deadline set while a Write waits for
+// its chunk on a limiter that another stream has booked since (a shared
+// limiter) neither interrupts the wait nor books the chunk again: the chunk
+// goes at its time, and the limiter holds the bytes written, once.
+func TestConnDeadlineChangePaysOnce(t *testing.T) {
+	for name, deadline := range map[string]func() time.Time{
+		"none":  func() time.Time { return time.Time{} },
+		"later": func() time.Time { return time.Now().Add(time.Hour) },
+		"met":   func() time.Time { return time.Now().Add(2 * time.Second) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				shared, err := ratelimit.NewBursty(1000, ratelimit.WithMaxBurstSeconds(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, b := net.Pipe()
+				defer b.Close()
+				go io.Copy(io.Discard, b)
+				sc, err := shape.NewConn(a, shape.Limits{Write: shared}, shape.WithChunkSize(1000))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sc.Close()
+				other, err := shape.NewWriter(io.Discard, shared, shape.WithChunkSize(1000))
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				done := make(chan time.Duration)
+				go func() {
+					// The first chunk at 0 s, the second booked for 1 s
+					// (the limiter's next free moment then 2 s).
+					if _, err := sc.Write(make([]byte, 2000)); err != nil {
+						t.Errorf("Write: %v", err)
+					}
+					done <- time.Since(start)
+				}()
+				time.Sleep(100 * time.Millisecond)
+				otherDone := make(chan struct{})
+				go func() {
+					defer close(otherDone)
+					other.Write(make([]byte, 1000)) // waits until 2 s, books until 3 s
+				}()
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				sc.SetWriteDeadline(deadline())
+				if took := <-done; took != time.Second {
+					t.Errorf("the second chunk went at %v, want 1s", took)
+				}
+				if next := shared.Snapshot().NextFree + time.Since(start); next != 3*time.Second {
+					t.Errorf("the shared limiter is booked until %v, want 3s for 3000 bytes", next)
+				}
+				<-otherDone
+			})
+		})
+	}
 }
