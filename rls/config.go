@@ -445,6 +445,7 @@ func newRule(yd yamlDescriptor, fullKey string) (*descRule, error) {
 		r.Limits = []*limitSpec{l}
 		return r, nil
 	}
+	names := map[string]bool{}
 	for i := range yd.RateLimits {
 		l, _, err := newLimit(&yd.RateLimits[i], true)
 		if err != nil {
@@ -452,6 +453,20 @@ func newRule(yd yamlDescriptor, fullKey string) (*descRule, error) {
 		}
 		l.index = i
 		r.Limits = append(r.Limits, l)
+		if l.Name != "" {
+			names[l.Name] = true
+		}
+	}
+	// The limits of a list are one descriptor's: a limit that replaced
+	// another would be the reference's "replaces should not contain name
+	// of same descriptor" (and two that replace each other would leave
+	// the descriptor unlimited).
+	for _, l := range r.Limits {
+		for _, name := range l.Replaces {
+			if names[name] {
+				return nil, fmt.Errorf("replaces should not contain name of same descriptor: '%s' is in its rate_limits", name)
+			}
+		}
 	}
 	return r, nil
 }

@@ -49,6 +49,7 @@ var validationCases = []struct {
 	{"list_ok.yaml", ""},
 	{"both_rate_limit_and_list.yaml", "descriptor 'test-domain.key1' has both rate_limit and rate_limits"},
 	{"list_unlimited.yaml", "unlimited is not allowed in rate_limits"},
+	{"list_replaces_sibling.yaml", "replaces should not contain name of same descriptor: 'b' is in its rate_limits"},
 	{"bad_algorithm.yaml", "invalid algorithm 'leaky' (want fixed-window, sliding-window, gcra, token-bucket, leaky-bucket or sliding-log)"},
 	{"algorithm_zero_requests.yaml", "algorithm token-bucket needs requests_per_unit of at least 1"},
 	{"bad_multiplier.yaml", "unit_multiplier 0 must be between 1 and 52560000 for unit minute"},
