@@ -334,7 +334,10 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 	}
 	short, holds := false, false
 	for _, c := range b.subs {
-		if c.next != c.rate || (c.given.kind != tokenBucketAssignment && c.next > 0) {
+		// A share that changed, a first share, or none for a client
+		// that still runs a blanket ALLOW_ALL (a rule that was one
+		// until a reload, while no share is known: DENY_ALL).
+		if c.next != c.rate || (c.given.kind != tokenBucketAssignment && c.next > 0) || c.given.kind == allowAllAssignment {
 			a := assignment{kind: denyAllAssignment}
 			if tb, ok := encodeRate(c.next, r.burst, c.given.tb); ok {
 				a = assignment{kind: tokenBucketAssignment, tb: tb}

@@ -420,3 +420,57 @@ buckets:
 		}
 	})
 }
+
+// failingStore is a Redis whose every claim fails with err.
+type failingStore struct{ err error }
+
+func (f failingStore) claim(time.Duration, *claim) (grant, error) { return grant{}, f.err }
+
+// TestBlanketToLimitWithoutStore: a bucket reloaded from allow_all to a
+// limit while the server has never claimed it (Redis away since the start,
+// or set up wrong) knows no share: its Envoy, running ALLOW_ALL, gets
+// DENY_ALL, not ALLOW_ALL renewed at every report. Without a store it gets
+// the whole limit.
+func TestBlanketToLimitWithoutStore(t *testing.T) {
+	for name, c := range map[string]struct {
+		store   Store
+		atMost  uint64
+		atLeast uint64
+	}{
+		"alone":        {nil, 5*10 + 20, 40},
+		"redis away":   {failingStore{fmt.Errorf("%w: dial tcp: connection refused", ErrUnavailable)}, 0, 0},
+		"set up wrong": {failingStore{fmt.Errorf("%w: WRONGPASS invalid username-password pair", ErrMisconfigured)}, 0, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, `
+domain: edge
+buckets:
+  - bucket_id: {route: api}
+    blanket_rule: allow_all
+`, c.store)
+				e := h.envoy(rlqstest.Config{})
+				api := map[string]string{"route": "api"}
+				h.load(e, api, constant(100), time.Now().Add(12*time.Second))
+				time.Sleep(2 * time.Second)
+				if st := e.State(api); !st.Assigned || st.Strategy.GetBlanketRule().String() != "ALLOW_ALL" {
+					t.Fatalf("before the reload: %+v", st)
+				}
+				if err := h.srv.SetConfig(mustConfig(t, `
+domain: edge
+buckets:
+  - bucket_id: {route: api}
+    requests_per_unit: 10
+    unit: second
+`)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(3 * time.Second)
+				got := allowedDuring([]*rlqstest.Envoy{e}, api, func() { time.Sleep(5 * time.Second) })
+				if got[0] > c.atMost || got[0] < c.atLeast {
+					t.Errorf("a bucket limited to 10/s admitted %d in 5 s, want %d to %d (strategy in force: %v)", got[0], c.atLeast, c.atMost, e.State(api).Strategy)
+				}
+			})
+		})
+	}
+}
