@@ -407,7 +407,7 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 		e := &sh.entries[i]
 		n := int64(n)
 		var debt int64
-		if c := e.b >> 32; c > 0 { // shard.state, inlined
+		if c := int64(uint64(e.b) >> 32); c > 0 { // shard.state, inlined
 			debt = gcraDebt(p, state{a: e.a, b: e.b & (1<<32 - 1), c: c}, now)
 		}
 		if used := debt + n*p.emission; n <= p.burst && (used <= p.tau || n == 0) && p.den < 1<<32 {
@@ -443,7 +443,7 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 		var debt int64
 		if i != none {
 			e = &sh.entries[i]
-			st := state{a: e.a, b: e.b & (1<<32 - 1), c: e.b >> 32} // shard.state, inlined
+			st := state{a: e.a, b: e.b & (1<<32 - 1), c: int64(uint64(e.b) >> 32)} // shard.state, inlined
 			if e.isWide() {
 				st = state{a: e.a, b: e.b, c: sh.ext[i].c}
 			}

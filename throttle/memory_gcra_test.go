@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/smoothrate/ratelimit"
 )
 
 // bigDenCount is a GCRA count whose denominator at a period of 2 µs needs
@@ -102,4 +104,22 @@ func definitionStep(t *testing.T, s *MemoryStore, clk *setClock, lim *Limiter, s
 	}
 	k, sh, h := s.heldKey(lim.p.alg, "k")
 	return want, write, sh, sh.lookup(h, k)
+}
+
+// TestGCRADenWithItsTopBitSet: a GCRA denominator in [2^31, 2^32) packs
+// into an entry with the word's sign bit set; read back signed it was
+// negative, "no state", and every decision found the key new: the memory
+// store admitted every request where Redis and the definition hold the
+// burst. (A Count of 2^31 + 1 a second, a byte count, say.)
+func TestGCRADenWithItsTopBitSet(t *testing.T) {
+	l := Limit{Count: int(min(uint64(math.MaxInt), 1<<31+1)), Period: time.Second, Burst: 2}
+	forEachStore(t, func(t *testing.T, newStore func(clk ratelimit.Clock) Store) {
+		clk := newSetClock()
+		lim := mustNew(t, newStore(clk), GCRA, l)
+		for i := range 5 {
+			if d := mustAllow(t, lim, "k", 1); d.Allowed != (i < 2) {
+				t.Errorf("request %d at one instant: %+v; want the burst of 2 allowed, then refusals", i, d)
+			}
+		}
+	})
 }

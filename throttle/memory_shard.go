@@ -342,7 +342,7 @@ func (s *shard) state(i int32) (state, int64) {
 	case GCRA:
 		// TAT, rounded up to the next whole µs: the time at which the
 		// debt is 0 (decideGCRA's ResetAfter).
-		st := state{a: e.a, b: e.b & (1<<32 - 1), c: e.b >> 32}
+		st := state{a: e.a, b: e.b & (1<<32 - 1), c: int64(uint64(e.b) >> 32)} // den is unsigned: up to 2^32 - 1
 		if st.b != 0 {
 			return st, st.a + 1
 		}
