@@ -217,7 +217,7 @@ func decideFixedWindow(d *Decision, p *params, st state, ok bool, now, n int64) 
 	switch {
 	case n > p.count:
 		d.RetryAfter = Never
-	case count+n > p.count:
+	case n > 0 && count+n > p.count: // a peek is always allowed
 		d.RetryAfter = us(end - now)
 	default:
 		d.Allowed = true
@@ -281,7 +281,7 @@ func decideSlidingWindow(d *Decision, p *params, st state, ok bool, now, n int64
 	switch {
 	case n > p.count:
 		d.RetryAfter = Never
-	case est+float64(n) > float64(p.count):
+	case n > 0 && est+float64(n) > float64(p.count): // a peek is always allowed
 		d.RetryAfter = us(s.retryAfter(p, now, n))
 	default:
 		d.Allowed = true
@@ -365,7 +365,7 @@ func decideSlidingLog(p *params, log logState, now, n int64) (d Decision, expire
 	switch {
 	case n > p.count:
 		d.RetryAfter = Never
-	case count+n > p.count:
+	case n > 0 && count+n > p.count: // a peek is always allowed
 		k := int(count + n - p.count) // the k-th oldest live entry must expire
 		d.RetryAfter = us(log.At(expired+k-1) + p.period - now)
 	default:

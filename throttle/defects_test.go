@@ -313,3 +313,44 @@ func TestDefectOverflowAtFractionalLevel(t *testing.T) {
 		})
 	})
 }
+
+// TestPeekAlwaysAllowed: a peek (n = 0) is allowed and counts nothing on
+// every algorithm and store, though another limit on the key has counted
+// more than the peeking one allows, or a clock stepped back puts the
+// window's estimate over it; and an AllowAll with such a peek goes ahead.
+// The windows and the log refused it.
+func TestPeekAlwaysAllowed(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newStore func(clk ratelimit.Clock) Store) {
+		for _, alg := range allAlgorithms {
+			t.Run(alg.String(), func(t *testing.T) {
+				clk := newSetClock()
+				s := newStore(clk)
+				big := mustNew(t, s, alg, PerMinute(10))
+				small := mustNew(t, s, alg, PerMinute(3))
+				if d := mustAllow(t, big, "k", 5); !d.Allowed {
+					t.Fatalf("big: %+v", d)
+				}
+				if d := mustAllow(t, small, "k", 0); !d.Allowed || d.RetryAfter != 0 {
+					t.Errorf("peek: %+v; want allowed", d)
+				}
+				ds, err := AllowAll(context.Background(), Check{Limiter: small, Key: "k", N: 0}, Check{Limiter: big, Key: "other", N: 1})
+				if err != nil || !ds.Allowed() {
+					t.Errorf("AllowAll with a peek: %+v, %v", ds, err)
+				}
+			})
+		}
+		t.Run("sliding window, the clock back", func(t *testing.T) {
+			clk := newSetClock()
+			lim := mustNew(t, newStore(clk), SlidingWindow, PerSecond(10))
+			w := clk.Now().Truncate(time.Second).Add(10 * time.Second)
+			clk.Set(w.Add(-500 * time.Millisecond))
+			mustAllow(t, lim, "k", 10)
+			clk.Set(w.Add(900 * time.Millisecond))
+			mustAllow(t, lim, "k", 9)
+			clk.Set(w.Add(100 * time.Millisecond)) // an estimate of 18
+			if d := mustAllow(t, lim, "k", 0); !d.Allowed || d.RetryAfter != 0 {
+				t.Errorf("peek: %+v", d)
+			}
+		})
+	})
+}

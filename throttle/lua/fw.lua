@@ -11,7 +11,7 @@ decide[4] = function(key, p, now, n)
   local allowed, retry = 0, 0
   if n > p.count then
     retry = NEVER
-  elseif count + n > p.count then
+  elseif n > 0 and count + n > p.count then
     retry = e - now
   else
     allowed = 1

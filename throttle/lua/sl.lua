@@ -97,7 +97,7 @@ decide[6] = function(key, p, now, n)
   local allowed, retry, write, at = 0, 0, false, 0
   if n > p.count then
     retry = NEVER
-  elseif count + n > p.count then
+  elseif n > 0 and count + n > p.count then
     local k = count + n - p.count -- the k-th oldest live entry must expire
     retry = sl_at(key, lg, expired + k - 1) + p.period - now
   else

@@ -74,7 +74,7 @@ decide[5] = function(key, p, now, n)
   local allowed, retry = 0, 0
   if n > p.count then
     retry = NEVER
-  elseif est + n > p.count then
+  elseif n > 0 and est + n > p.count then
     retry = sw_retry(p, window, prev, curr, now, n)
   else
     allowed = 1
