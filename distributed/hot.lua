@@ -85,7 +85,7 @@ if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte o
       elseif cur < slot then
         cur = slot
       end
-      if nxt - now > 1e6 + lc then nxt = now + lc end
+      if nxt - now > 1e6 + lc then nxt = now + 1e6 + lc end -- lease.lua's clamp
       if maxWait > 1e6 then maxWait = 1e6 end
       local esl, eb, pnext
       local e = got[2]

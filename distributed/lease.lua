@@ -184,9 +184,11 @@ elseif callerVer > s.ver and op ~= 'refund' then
 end
 
 -- A clock that stepped back leaves next absurdly far ahead; legitimate debt
--- never exceeds MAX_WAIT plus the cost of the last reservation.
+-- never exceeds MAX_WAIT plus the cost of the last reservation, so next is
+-- brought back to that much debt, and no less: a step back of a
+-- millisecond must not forgive the second of debt booked before it.
 if s.next - now > MAX_WAIT + s.lc then
-  s.next = now + s.lc
+  s.next = now + MAX_WAIT + s.lc
 end
 
 local function ttlMs(extra)

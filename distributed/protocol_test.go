@@ -3,6 +3,7 @@ package distributed
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -336,4 +337,53 @@ func TestInfiniteRate(t *testing.T) {
 		t.Fatalf("admitted %d in 2 s after SetRate(100) from +Inf", got[0])
 	}
 	_ = l.Close(context.Background())
+}
+
+// TestSmallClockStepBackForgivesNoDebt: with the shared queue a second
+// deep (callers without a deadline book up to MAX_WAIT ahead), a step back
+// of the Redis clock by a millisecond must not forgive that second: the
+// permits usable by 1.2 s stay within R·T + B + the largest lease. The
+// clamp for a clock that stepped back set next to now plus the last cost,
+// and the fleet admitted 210 where the bound is 131.
+func TestSmallClockStepBackForgivesNoDebt(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	const rate, burst = 100.0, 0.01 // B = 1 permit
+	keys := keysOf("stepback")
+	pid := 0
+	type grant struct{ at, n int64 } // when (real µs) the permits may be used
+	var grants []grant
+	lease := func(redisNow, realNow int64) bool {
+		pid++
+		args := []any{"lease", redisEpoch + redisNow, "b", f64(rate), f64(burst), 0, "3", 1, fmt.Sprintf("p%d", pid),
+			1_000_000, 1_000_000, 10, 10, 1_000_000, f64(rate), 100_000}
+		v, err := leaseScript.Run(context.Background(), c, keys, args...).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := parseReply(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.granted == 0 {
+			return false
+		}
+		grants = append(grants, grant{realNow + r.wait.Microseconds(), r.granted})
+		return true
+	}
+	for lease(0, 0) { // leases of 10 until the queue is a second deep
+	}
+	for lease(-1000+1, 1) { // a microsecond later, Redis's clock a millisecond back
+	}
+	const T = 1_200_000
+	var largest, admitted int64
+	for _, g := range grants {
+		largest = max(largest, g.n)
+		if g.at <= T {
+			admitted += g.n
+		}
+	}
+	if bound := rate*T/1e6 + rate*burst + float64(largest); float64(admitted) > bound {
+		t.Fatalf("a 1 ms step back of Redis's clock: %d permits usable by 1.2 s, bound R·T + B + the largest lease = %.0f", admitted, bound)
+	}
 }
