@@ -215,9 +215,12 @@ func newParams(alg Algorithm, l Limit) (params, error) {
 		g := gcd(p.period, p.count)
 		p.emission, p.den = p.period/g, p.count/g
 		// A request of n ≤ burst costs at most tau, and debt never
-		// exceeds tau plus one such request: 2·tau must stay exact.
-		if p.burst > (maxExact/2)/p.emission {
-			return params{}, fmt.Errorf("%w: %v is too large for exact arithmetic (burst × period/gcd(period µs, count) must stay below 2^52)", ErrInvalidLimit, l)
+		// exceeds tau plus one such request: 2·tau must stay exact. And
+		// tau must stay within the debt a meter counts (maxDebt, the cap
+		// for a clock that stepped back), or a full bucket would count as
+		// less than full and admit more than the burst at once.
+		if p.burst > maxDebt/p.emission {
+			return params{}, fmt.Errorf("%w: %v is too large for exact arithmetic (burst × period/gcd(period µs, count) must stay below 2^51)", ErrInvalidLimit, l)
 		}
 		p.tau = p.burst * p.emission
 		p.limit = p.burst

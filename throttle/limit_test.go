@@ -45,6 +45,10 @@ func TestNewRejectsBadInput(t *testing.T) {
 		for _, l := range []Limit{
 			{Count: bigInt(t, 1<<53), Period: time.Second},
 			{Count: 3, Period: 1<<52 - 1, Burst: bigInt(t, 1<<40)}, // burst × emission past 2^52
+			// burst × emission 2.4e15, past 2^51: a bucket the debt's cap
+			// (maxDebt) would count as less than full, admitting more
+			// than the burst at once.
+			{Count: 999_983, Period: time.Minute, Burst: 40_000_000},
 		} {
 			if _, err := New(s, GCRA, l); !errors.Is(err, ErrInvalidLimit) {
 				t.Errorf("New(GCRA, %+v) = %v, want ErrInvalidLimit", l, err)
@@ -164,6 +168,32 @@ func TestNilContext(t *testing.T) {
 		}
 		if d := mustAllow(t, lim, "k", 0); d.Remaining != 1 {
 			t.Errorf("after rejected calls: %+v", d)
+		}
+	})
+}
+
+// TestLargestBurstHeld: at the largest burst a meter takes (burst ×
+// emission just below 2^51 units, the debt it counts at most), a full
+// burst at one instant is allowed and the next request refused, on both
+// stores.
+func TestLargestBurstHeld(t *testing.T) {
+	l := Limit{Count: 999_983, Period: time.Minute}
+	p, err := newParams(GCRA, Limit{Count: l.Count, Period: l.Period, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Burst = int(maxDebt / p.emission)
+	forEachStore(t, func(t *testing.T, newStore func(clk ratelimit.Clock) Store) {
+		for _, alg := range []Algorithm{GCRA, TokenBucket, LeakyBucket} {
+			t.Run(alg.String(), func(t *testing.T) {
+				lim := mustNew(t, newStore(newSetClock()), alg, l)
+				if d := mustAllow(t, lim, "k", l.Burst); !d.Allowed || d.Remaining != 0 {
+					t.Fatalf("the whole burst: %+v", d)
+				}
+				if d := mustAllow(t, lim, "k", 1); d.Allowed {
+					t.Errorf("one more at the same instant: %+v", d)
+				}
+			})
 		}
 	})
 }
