@@ -114,8 +114,9 @@ type badRate struct{ error }
 // directory if need be, and answers callers with retune until Close.
 func listenControl(pid int, retune retuneFunc) (*control, error) {
 	var errs []error
-	for i, dir := range controlDirs() {
-		if i > 0 { // the user's own directory under the temporary one
+	dirs := controlDirs()
+	for i, dir := range dirs {
+		if i == len(dirs)-1 { // the user's own directory under the temporary one, which may not exist yet
 			if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				errs = append(errs, err)
 				continue

@@ -228,3 +228,24 @@ func TestControlAnswers(t *testing.T) {
 	n, _ := conn.Read(reply)
 	assert.Equal(t, "error request \"speed 5\\n\" not understood\n", string(reply[:n]))
 }
+
+// TestControlWithoutRuntimeDir: without $XDG_RUNTIME_DIR (cron, ssh, a
+// container) the control socket is in $TMPDIR/ratelimit-UID, made if it
+// is not there yet, and -R reaches it. The directory was made only when
+// it came second, after $XDG_RUNTIME_DIR: without one, -R never worked.
+func TestControlWithoutRuntimeDir(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("TMPDIR", t.TempDir())
+	set := make(chan float64, 1)
+	c, err := listenControl(4251, func(rate float64) (string, error) { set <- rate; return "set", nil })
+	if err != nil {
+		t.Fatalf("listenControl: %v", err)
+	}
+	defer c.Close()
+	if answer, status := requestRate(4251, 5e6); status != command.ExitOK {
+		t.Fatalf("requestRate: %q, status %d", answer, status)
+	}
+	if got := <-set; got != 5e6 {
+		t.Errorf("rate set %v, want 5e6", got)
+	}
+}
