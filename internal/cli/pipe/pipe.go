@@ -10,8 +10,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/smoothrate/ratelimit"
@@ -137,7 +139,15 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
-	shared, err := rf.Check(units.ByteRate)
+	// --safe-rate is a rate the pipe may run at: as slow as its rate may
+	// be, no slower.
+	shared, err := rf.Check(func(s string) (float64, error) {
+		r, err := units.ByteRate(s)
+		if err == nil {
+			err = cfg.checkSlowest(r, s)
+		}
+		return r, err
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
@@ -183,6 +193,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.progress || !cfg.quiet && isTerminal(stderr) {
 		stopProgress = startProgress(stderr, &out.n, cfg.size)
 	}
+	// A reader that goes away (ratelimit pipe ... | head) is a write
+	// error like any other: without this, Go's runtime ends the process
+	// by SIGPIPE on a write to standard output, skipping what follows.
+	signal.Ignore(syscall.SIGPIPE)
 	// Interrupted, the progress line still ends with a newline (the
 	// shell's prompt must not be drawn over it), the control socket goes
 	// away, and a shared limit gives its permits back and leaves the

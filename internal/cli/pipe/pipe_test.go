@@ -363,3 +363,32 @@ func TestPipeInterruptEndsProgressLine(t *testing.T) {
 	assert.True(t, strings.HasSuffix(string(rest), "\n"), "stderr after the interrupt: %q", rest)
 	assert.Contains(t, string(rest), "B/s now")
 }
+
+// TestPipeReaderGone: when its reader goes away (ratelimit pipe | head),
+// pipe gets a write error like any other: one line, status 1, and its
+// control socket removed. Go's runtime ended it by SIGPIPE (status 141)
+// and nothing was cleaned up.
+func TestPipeReaderGone(t *testing.T) {
+	t.Parallel()
+	bin := clitest.Binary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "pipe", "-q", "1MB/s")
+	cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+dir)
+	cmd.Stdin = bytes.NewReader(make([]byte, 10<<20))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	_, err = io.ReadFull(out, make([]byte, 1))
+	require.NoError(t, err)
+	require.NoError(t, out.Close()) // the reader goes away
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 1, exit.ExitCode(), "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "broken pipe")
+	left, err := filepath.Glob(filepath.Join(dir, "ratelimit-pipe.*.sock"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "control sockets left behind")
+}
