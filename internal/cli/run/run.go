@@ -123,7 +123,15 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage
 	}
-	shared, err := rf.Check(units.JobRate)
+	// --safe-rate is a rate the command may run at: as slow as --rate
+	// may be, no slower.
+	shared, err := rf.Check(func(s string) (float64, error) {
+		r, err := units.JobRate(s)
+		if err == nil && r < 1/slowestJob.Seconds() {
+			err = fmt.Errorf("%q: too slow: more than a day between jobs (the slowest rate is 1/d)", s)
+		}
+		return r, err
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return command.ExitUsage

@@ -236,6 +236,10 @@ func TestRedisFlagErrors(t *testing.T) {
 		{[]string{"pipe", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "fast", "1MB/s"}, "--safe-rate"},
 		{[]string{"pipe", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "0", "1MB/s"}, "must be positive"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "0", "--rate", "1/s", "true"}, "must be positive"},
+		// As slow as the command's rate may be, no slower: 1e-300 would
+		// hang the command while Redis is away.
+		{[]string{"pipe", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "1e-300", "1MB/s"}, "--safe-rate rate \"1e-300\": too slow"},
+		{[]string{"run", "--redis", "redis://127.0.0.1:6379/0", "--name", "x", "--safe-rate", "1e-300", "--rate", "1/s", "true"}, "--safe-rate \"1e-300\": too slow"},
 	} {
 		stdout, stderr, code, _ := clitest.Exec(t, bin, []byte("data\n"), "", c.args...)
 		if code != command.ExitUsage || len(stdout) != 0 || !strings.Contains(stderr, c.want) {
