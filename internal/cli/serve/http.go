@@ -69,11 +69,45 @@ func (f *HTTPFlags) Check() error {
 // line and headers must arrive within ReadHeaderTimeout (or --read-timeout
 // if shorter), a keep-alive connection is closed after --idle-timeout.
 // A body's reads are bounded by TimedBody, in the handler.
+//
+// net/http reads up to MaxHeaderBytes plus 4096 bytes of request line and
+// headers before it answers 431 (its bufio slop; on a kept-alive connection
+// up to 4 KiB more, what its reader holds), and cannot be set under 1 byte
+// (0 means its default of 1 MB): it is set 4 KiB under --max-header-bytes,
+// or to 1, to bound what it reads, and the handler counts the headers of
+// what passes.
 func (f *HTTPFlags) Apply(s *http.Server) *http.Server {
 	s.ReadHeaderTimeout = min(ReadHeaderTimeout, f.ReadTimeout)
 	s.IdleTimeout = f.IdleTimeout
-	s.MaxHeaderBytes = int(f.MaxHeaderBytes)
+	s.MaxHeaderBytes = max(1, int(f.MaxHeaderBytes)-4096)
+	s.Handler = headerBound{s.Handler, int(f.MaxHeaderBytes)}
 	return s
+}
+
+// headerBound answers 431 to a request whose line and headers (as sent,
+// but for spacing) are more than max bytes, and passes the others to h.
+type headerBound struct {
+	h   http.Handler
+	max int
+}
+
+func (b headerBound) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len("Host: \r\n") + len(r.Host) + 2
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if n > b.max {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "431 Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
+		return
+	}
+	h := b.h
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	h.ServeHTTP(w, r)
 }
 
 // Cap returns the listeners' wrapper that holds --max-conns-per-client
