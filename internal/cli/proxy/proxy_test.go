@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -555,4 +557,33 @@ func TestProxy(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRefusalNamesViolatedPolicies: the refusal's problem body names the
+// limits that refused, as RateLimit-Policy names them, with one --limit or
+// several (the path of several limits, --queue, --status and --dry-run
+// wrote a body without them), with the configured status too.
+func TestRefusalNamesViolatedPolicies(t *testing.T) {
+	t.Parallel()
+	bin := clitest.Binary(t)
+	be := backend(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--limit", "1/d"}, []string{"default"}},
+		{[]string{"--limit", "1/d", "--limit", "5/d"}, []string{"1/d"}},
+		{[]string{"--limit", "1/d", "--status", "503"}, []string{"default"}},
+	} {
+		p := startProxy(t, bin, append(c.args, be.URL)...)
+		get(t, "http://"+p.addr+"/", "")
+		r := get(t, "http://"+p.addr+"/", "")
+		var body struct {
+			Violated []string `json:"violated-policies"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &body); err != nil || r.code < 400 || !slices.Equal(body.Violated, c.want) {
+			t.Errorf("%q: %d %s; want violated-policies %q", c.args, r.code, r.body, c.want)
+		}
+		p.kill()
+	}
 }

@@ -24,6 +24,7 @@ package proxy
 // millisecond while N ≤ 1000).
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -271,7 +272,7 @@ func (h *queueHandler) decided(w http.ResponseWriter, r *http.Request, next http
 		w.Header().Del("Retry-After")
 	} else {
 		h.refused(r, throttle.Decisions(ds).Strictest())
-		h.refuse(w)
+		h.refuse(w, ds)
 		return
 	}
 	if wait := at.Sub(now); wait > 0 {
@@ -291,18 +292,30 @@ func (h *queueHandler) decided(w http.ResponseWriter, r *http.Request, next http
 	next.ServeHTTP(w, r)
 }
 
-// refuse answers with the configured status and a problem body; the
-// RateLimit headers and Retry-After are already set.
-func (h *queueHandler) refuse(w http.ResponseWriter) {
+// refuse answers with the configured status and a problem body naming the
+// limits that refused (as RateLimit-Policy names them), as httplimit's
+// does; the RateLimit headers and Retry-After are already set.
+func (h *queueHandler) refuse(w http.ResponseWriter, ds []throttle.Decision) {
+	var violated []string
+	for i, d := range ds {
+		if !d.Allowed && i < len(h.cfg.limits) {
+			name := h.cfg.limits[i].text
+			if len(h.cfg.limits) == 1 {
+				name = httplimit.DefaultName
+			}
+			violated = append(violated, name)
+		}
+	}
+	policies, _ := json.Marshal(violated)
 	hd := w.Header()
 	hd.Set("Content-Type", "application/problem+json")
 	hd.Set("Cache-Control", "no-store")
 	w.WriteHeader(h.cfg.status)
 	if h.cfg.status == http.StatusTooManyRequests {
-		fmt.Fprintf(w, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"retry after %s seconds"}`+"\n", hd.Get("Retry-After"))
+		fmt.Fprintf(w, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"retry after %s seconds","violated-policies":%s}`+"\n", hd.Get("Retry-After"), policies)
 		return
 	}
-	fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":"rate limited: retry after %s seconds"}`+"\n", http.StatusText(h.cfg.status), h.cfg.status, hd.Get("Retry-After"))
+	fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":"rate limited: retry after %s seconds","violated-policies":%s}`+"\n", http.StatusText(h.cfg.status), h.cfg.status, hd.Get("Retry-After"), policies)
 }
 
 // placeKey joins a request's keys unambiguously (a key may hold any byte).
