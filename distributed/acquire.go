@@ -18,11 +18,11 @@ import (
 //
 // While Redis is unreachable a FailOpen limiter admits through its local
 // fallback limiter, and a FailClosed one returns an error wrapping
-// ErrUnavailable. permits <= 0 is an error wrapping
+// ErrUnavailable. permits <= 0, or above MaxPermits, is an error wrapping
 // ratelimit.ErrInvalidPermits; a nil ctx is ratelimit.ErrNilContext.
 func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, error) {
-	if permits <= 0 {
-		return 0, fmt.Errorf("%w: %d", ratelimit.ErrInvalidPermits, permits)
+	if permits <= 0 || uint64(permits) > MaxPermits {
+		return 0, fmt.Errorf("%w: %d (want 1 to %d)", ratelimit.ErrInvalidPermits, permits, uint64(MaxPermits))
 	}
 	if !l.made() {
 		return 0, errZero
@@ -42,14 +42,20 @@ func (l *Limiter) Acquire(ctx context.Context, permits int) (time.Duration, erro
 // usable a little later. With timeout 0 it never waits for Redis while
 // another call is in flight or while the shared bucket is known to be
 // empty: those answers are made locally. A negative timeout counts as 0;
-// permits <= 0 is refused.
+// permits <= 0, or above MaxPermits, is refused.
 func (l *Limiter) TryAcquire(permits int, timeout time.Duration) bool {
-	if permits <= 0 || !l.made() {
+	if permits <= 0 || uint64(permits) > MaxPermits || !l.made() {
 		return false
 	}
 	_, ok, _ := l.acquire(nil, permits, max(timeout, 0))
 	return ok
 }
+
+// MaxPermits is the most permits one call may ask for: the shared state
+// counts in float64 microseconds and permits, exact below 2^53, and a
+// request of more would be debited from the fleet and never granted (the
+// script's integer reply overflows).
+const MaxPermits = 1<<53 - 1
 
 // acquire is the one decision loop of Acquire (ctx not nil: wait, until
 // ctx's deadline) and TryAcquire (ctx nil: refuse rather than wait, and

@@ -166,3 +166,27 @@ func TestSingleProcessSchedule(t *testing.T) {
 		t.Fatalf("Acquire after Close: %v", err)
 	}
 }
+
+// TestHugePermitsRefused: a request of more than MaxPermits is refused at
+// once (ErrInvalidPermits), debiting nothing: asked of the fleet, 2^63
+// permits were debited, the reply overflowed into a negative grant that
+// read as Redis set up wrong, and the fleet was locked out.
+func TestHugePermitsRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	a := newSim(t, c, "huge", "a", 100, base)
+	b := newSim(t, c, "huge", "b", 100, base)
+	if a.TryAcquire(math.MaxInt, 0) {
+		t.Error("TryAcquire(MaxInt) granted")
+	}
+	if _, err := a.Acquire(context.Background(), math.MaxInt); !errors.Is(err, ratelimit.ErrInvalidPermits) {
+		t.Errorf("Acquire(MaxInt): %v, want ErrInvalidPermits", err)
+	}
+	if err := a.Stats().LastError; err != nil {
+		t.Errorf("last error %v", err)
+	}
+	if got := drive(base, 2*time.Second, 100, b); got[0] < 150 {
+		t.Errorf("after the refused requests, b admitted %d in 2 s at 100/s", got[0])
+	}
+}
