@@ -72,8 +72,9 @@ type Limiter struct {
 	nextLapse time.Duration
 	demandState
 	health
-	closed bool
-	st     Stats
+	closed   bool
+	gaveBack bool // a Close gave the unspent permits back (or tried)
+	st       Stats
 }
 
 // New returns a limiter named name that shares permitsPerSecond with every
@@ -172,7 +173,8 @@ func (l *Limiter) Rate() float64 {
 // registry and waits for every background call to end (bounded by ctx).
 // After Close, Acquire returns ErrClosed and TryAcquire false; callers
 // already sleeping until permits they took become usable are not
-// interrupted. Closing twice is harmless. A nil ctx is
+// interrupted. Closing twice is harmless, and a Close that ctx ended before
+// it gave the permits back can be called again to finish. A nil ctx is
 // ratelimit.ErrNilContext, and closes nothing.
 func (l *Limiter) Close(ctx context.Context) error {
 	if !l.made() {
@@ -182,21 +184,22 @@ func (l *Limiter) Close(ctx context.Context) error {
 		return ratelimit.ErrNilContext
 	}
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
 	l.closed = true
-	for l.inflight != nil {
+	for l.inflight != nil && !l.gaveBack {
 		ch := l.inflight
 		l.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return ctx.Err() // a later Close takes it from here
 		}
 		l.mu.Lock()
 	}
+	if l.gaveBack { // by an earlier Close
+		l.mu.Unlock()
+		return l.waitBackground(ctx, nil)
+	}
+	l.gaveBack = true
 	now := l.elapsed()
 	l.heldLocked(now)
 	var n int64
@@ -227,6 +230,12 @@ func (l *Limiter) Close(ctx context.Context) error {
 			err = fmt.Errorf("distributed: Close could not give permits back: %w", err)
 		}
 	}
+	return l.waitBackground(ctx, err)
+}
+
+// waitBackground waits, within ctx, for every background call to end, and
+// returns err joined with ctx's error if ctx ends first.
+func (l *Limiter) waitBackground(ctx context.Context, err error) error {
 	done := make(chan struct{})
 	go func() {
 		l.wg.Wait()

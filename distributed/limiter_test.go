@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +189,74 @@ func TestHugePermitsRefused(t *testing.T) {
 	}
 	if got := drive(base, 2*time.Second, 100, b); got[0] < 150 {
 		t.Errorf("after the refused requests, b admitted %d in 2 s at 100/s", got[0])
+	}
+}
+
+// holdScripts holds every script call while hold is set, telling held
+// about each, until release is closed.
+type holdScripts struct {
+	hold    *atomic.Bool
+	held    chan<- struct{}
+	release <-chan struct{}
+}
+
+func (h holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.hold.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+			h.held <- struct{}{}
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestCloseAgainAfterItsContextEnded: a Close whose ctx ends while a lease
+// is in flight returns ctx's error; the lease lands; Close again gives its
+// permits back and leaves the registry. The second Close returned nil at
+// once, and the lease's 500 permits stayed debited from the fleet, unspent.
+func TestCloseAgainAfterItsContextEnded(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	c.AddHook(holdScripts{&hold, held, release})
+	l, err := New(c, "closeagain", 1000, WithProcessID("a"), WithCallTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.TryAcquire(50, time.Second) {
+		t.Fatal("no first lease")
+	}
+	hold.Store(true)
+	acquired := make(chan error)
+	go func() {
+		_, err := l.Acquire(context.Background(), 500)
+		acquired <- err
+	}()
+	<-held // the lease for 500 is in flight
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with its context ended: %v", err)
+	}
+	hold.Store(false)
+	close(release)
+	if err := <-acquired; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the Acquire under way: %v, want ErrClosed", err)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatalf("Close again: %v", err)
+	}
+	st := l.Stats()
+	registered, err := c.HExists(context.Background(), keysOf("closeagain")[0], "p:a").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held != 0 || st.PermitsRefunded == 0 || registered {
+		t.Errorf("after Close again: held %d, refunded %d, still in the registry %v", st.Held, st.PermitsRefunded, registered)
 	}
 }
