@@ -172,6 +172,19 @@ func decideLeakyBucket(d *Decision, p *params, st state, ok bool, now, n int64) 
 	return state{a: used, b: last, c: p.den}, true
 }
 
+// expiresAt is when st, a state of alg written at now with decision d, is
+// back to full, so that its key may be forgotten: ResetAfter from now;
+// but a bucket whose last refill (or leak) is ahead of now, the clock
+// having stepped back, refills (leaks) nothing until then, and is full
+// that much later (its ResetAfter counts from now: early by the step).
+func expiresAt(alg Algorithm, st state, d *Decision, now int64) int64 {
+	exp := now + int64(d.ResetAfter/time.Microsecond)
+	if (alg == TokenBucket || alg == LeakyBucket) && st.b > now {
+		exp += st.b - now
+	}
+	return exp
+}
+
 // meter decides n for a meter (GCRA or a bucket) whose used capacity is
 // used units of tau. It returns the decision and the used capacity after
 // the request (when allowed).

@@ -354,3 +354,60 @@ func TestPeekAlwaysAllowed(t *testing.T) {
 		})
 	})
 }
+
+// TestBucketStepBackKeepsItsKey: a bucket written after the clock stepped
+// back refills (leaks) nothing until time passes its last refill again, so
+// it is full, and may be forgotten, that much later than ResetAfter from
+// now. Its key's expiry (memory) and TTL (Redis, for a single request and
+// through AllowAll) were set from now: reclaimed, or expired, early, the
+// key was back to full, allowance the clock's step had created.
+func TestBucketStepBackKeepsItsKey(t *testing.T) {
+	for _, alg := range []Algorithm{TokenBucket, LeakyBucket} {
+		for _, all := range []bool{false, true} {
+			allow := func(lim *Limiter, n int) Decision {
+				t.Helper()
+				if !all {
+					return mustAllow(t, lim, "victim", n)
+				}
+				ds, err := AllowAll(context.Background(), Check{lim, "victim", n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ds[0]
+			}
+			t.Run(fmt.Sprintf("%v/AllowAll=%v/memory", alg, all), func(t *testing.T) {
+				clk := newSetClock()
+				s := memStore(WithStoreClock(clk))
+				lim := mustNew(t, s, alg, PerSecond(10))
+				t0 := clk.Now()
+				allow(lim, 5)
+				clk.Set(t0.Add(-100 * time.Second)) // the clock steps back
+				if d := allow(lim, 5); !d.Allowed {
+					t.Fatalf("after the step: %+v", d)
+				}
+				clk.Set(t0.Add(-98 * time.Second))
+				for i := 0; i < 500 && s.Stats().Expired == 0; i++ { // inserts reclaim
+					mustAllow(t, lim, fmt.Sprintf("other-%d", i), 1)
+				}
+				if d := allow(lim, 1); d.Allowed {
+					t.Errorf("98 s before the bucket refills again: %+v (%+v)", d, s.Stats())
+				}
+			})
+			t.Run(fmt.Sprintf("%v/AllowAll=%v/miniredis", alg, all), func(t *testing.T) {
+				mr, c := miniredisFor(t)
+				clk := newSetClock()
+				lim := mustNew(t, &miniStore{RedisStore: redisStore(c), mr: mr, clk: clk}, alg, PerSecond(10))
+				t0 := clk.Now()
+				allow(lim, 5)
+				clk.Set(t0.Add(-100 * time.Second))
+				if d := allow(lim, 5); !d.Allowed {
+					t.Fatalf("after the step: %+v", d)
+				}
+				clk.Set(t0.Add(-98 * time.Second))
+				if d := allow(lim, 1); d.Allowed {
+					t.Errorf("98 s before the bucket refills again: %+v", d)
+				}
+			})
+		}
+	}
+}

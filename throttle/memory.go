@@ -490,7 +490,7 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 		if i == none {
 			i = sh.insert(h, memKey{key: key, alg: p.alg}, now)
 		}
-		if sh.setState(i, next, now+int64(d.ResetAfter/time.Microsecond)) {
+		if sh.setState(i, next, expiresAt(p.alg, next, d, now)) {
 			sh.fitBytes(now, h, memKey{key: key, alg: p.alg})
 		}
 	}
@@ -572,7 +572,7 @@ func (p *pending) apply(r *request, now int64) Decision {
 	d, next, write := decideState(r.p, p.st, p.ok, now, r.n)
 	if write {
 		p.st, p.ok, p.written = next, true, true
-		p.expires = now + int64(d.ResetAfter/time.Microsecond)
+		p.expires = expiresAt(r.p.alg, next, &d, now)
 	}
 	return d
 }

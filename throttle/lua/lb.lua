@@ -26,7 +26,7 @@ decide[3] = function(key, p, now, n)
   end
   local allowed, limit, remaining, retry, reset, used = meter(p, water, now, n)
   if allowed == 1 and n > 0 then
-    writestate(key, used, last, p.den, reset)
+    writestate(key, used, last, p.den, reset + max(0, last - now)) -- expiresAt
   end
   return allowed, limit, remaining, retry, reset
 end

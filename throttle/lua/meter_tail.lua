@@ -11,6 +11,9 @@ if debt <= room then
   if r > 0 then
     ttl = q + 1
   end
+  if KIND ~= 1 and last > now then
+    ttl = ttl + (last - now) -- a bucket refills from last on: expiresAt
+  end
   ttl = (ttl + 999) / 1000
   ttl = ttl - ttl % 1
   if ttl <= minttl then

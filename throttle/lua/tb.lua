@@ -27,7 +27,7 @@ decide[2] = function(key, p, now, n)
   end
   local allowed, limit, remaining, retry, reset, used = meter(p, p.tau - tokens, now, n)
   if allowed == 1 and n > 0 then
-    writestate(key, p.tau - used, last, p.den, reset)
+    writestate(key, p.tau - used, last, p.den, reset + max(0, last - now)) -- expiresAt
   end
   return allowed, limit, remaining, retry, reset
 end
