@@ -3,7 +3,6 @@ package rls
 import (
 	"cmp"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -69,10 +68,7 @@ func redisFromEnv(u string, flags redisflag.TLS, given map[string]bool, lookup f
 	if socket != "tcp" && socket != "unix" {
 		return nil, "", nil, fmt.Errorf("REDIS_SOCKET_TYPE=%q: want tcp or unix", env("REDIS_SOCKET_TYPE"))
 	}
-	user, pass := "", env("REDIS_AUTH")
-	if u, p, ok := strings.Cut(pass, ":"); ok {
-		user, pass = u, p
-	}
+	user, pass := auth(env("REDIS_AUTH"))
 	addrs := strings.Split(u, ",")
 	for _, a := range addrs {
 		if a == "" {
@@ -87,21 +83,30 @@ func redisFromEnv(u string, flags redisflag.TLS, given map[string]bool, lookup f
 		opt := &redis.Options{Network: socket, Addr: u, Username: user, Password: pass, TLSConfig: tlsConf}
 		return redisflag.NewClient(opt), u + unixHint(socket, env("REDIS_SOCKET_TYPE"), u), cert, nil
 	case "cluster":
-		if socket != "tcp" {
-			return nil, "", nil, errors.New("REDIS_TYPE=cluster needs REDIS_SOCKET_TYPE=tcp")
-		}
+		// Over TCP whatever REDIS_SOCKET_TYPE says, as the reference's
+		// cluster client dials (radix's ClusterConfig).
 		opt := &redis.ClusterOptions{Addrs: addrs, Username: user, Password: pass, TLSConfig: tlsConf}
 		return redisflag.NewClusterClient(opt), u, cert, nil
 	case "sentinel":
 		if len(addrs) < 2 {
 			return nil, "", nil, fmt.Errorf("REDIS_URL=%q: REDIS_TYPE sentinel wants the master's name and the sentinels' addresses: name,host:port,...", u)
 		}
+		sentinelUser, sentinelPass := auth(env("REDIS_SENTINEL_AUTH"))
 		opt := &redis.FailoverOptions{MasterName: addrs[0], SentinelAddrs: addrs[1:], Username: user, Password: pass,
-			TLSConfig: tlsConf}
+			SentinelUsername: sentinelUser, SentinelPassword: sentinelPass, TLSConfig: tlsConf}
 		return redisflag.NewFailoverClient(opt), "sentinel " + u, cert, nil
 	default:
 		return nil, "", nil, fmt.Errorf("REDIS_TYPE=%q: want single, cluster or sentinel", typ)
 	}
+}
+
+// auth splits a REDIS_AUTH or REDIS_SENTINEL_AUTH value, [user:]password,
+// as the reference does.
+func auth(v string) (user, pass string) {
+	if u, p, ok := strings.Cut(v, ":"); ok {
+		return u, p
+	}
+	return "", v
 }
 
 // unixHint is what an operator who wrote REDIS_URL=host:port without

@@ -35,6 +35,7 @@ import (
 	"github.com/smoothrate/ratelimit/internal/cli/command"
 	"github.com/smoothrate/ratelimit/internal/cli/metrics/metricstest"
 	"github.com/smoothrate/ratelimit/internal/cli/redisflag"
+	"github.com/smoothrate/ratelimit/internal/redistest"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
@@ -444,6 +445,7 @@ func TestRLSResolve(t *testing.T) {
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": "true"}, "per-second limits is not supported"},
 		{map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "p:1"}, "per-second limits is not supported"},
 		{map[string]string{"QUOTA_MODE": "true"}, "quota mode"},
+		{map[string]string{"QUOTA_MODE": "1"}, "quota mode"},
 		{map[string]string{"BACKEND_TYPE": "redis"}, "needs REDIS_URL"},
 	} {
 		c := defaults()
@@ -463,6 +465,12 @@ func TestRLSUnsupportedAtDefault(t *testing.T) {
 	}
 	c := flagDefaults()
 	require.NoError(t, c.resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	// The reference reads its booleans with strconv.ParseBool: 0, f and F
+	// are false too.
+	for _, v := range []string{"0", "f", "F", "False"} {
+		env := map[string]string{"REDIS_URL": "h:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_PERSECOND": v, "QUOTA_MODE": v}
+		require.NoError(t, flagDefaults().resolve(map[string]bool{}, "", func(k string) (string, bool) { v, ok := env[k]; return v, ok }), "%v", env)
+	}
 }
 
 // flagDefaults is the configuration the flags give when none is set.
@@ -697,4 +705,34 @@ func TestRLSAdditionsFromEnv(t *testing.T) {
 			assert.NotEmpty(t, cell, "--%s: a setting with no variable of the reference's is an addition", f.Name)
 		}
 	})
+}
+
+// TestRLSRedisEnvAsTheReference: REDIS_TYPE=cluster dials TCP without
+// REDIS_SOCKET_TYPE (the reference's cluster client ignores it; ours
+// refused to start), and REDIS_SENTINEL_AUTH reaches the sentinels (ours
+// ignored it, and the sentinels answered NOAUTH).
+func TestRLSRedisEnvAsTheReference(t *testing.T) {
+	t.Parallel()
+	lookup := func(env map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+	env := map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "10.0.0.1:6379,10.0.0.2:6379"}
+	_, _, _, err := redisFromEnv(env["REDIS_URL"], redisflag.TLS{}, map[string]bool{}, lookup(env))
+	require.NoError(t, err, "cluster without REDIS_SOCKET_TYPE")
+
+	sentinel := redistest.Start(t)
+	sentinel.CLI("CONFIG", "SET", "requirepass", "sentinel-secret")
+	env = map[string]string{"REDIS_TYPE": "sentinel", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "mymaster," + sentinel.Addr(), "REDIS_SENTINEL_AUTH": "sentinel-secret"}
+	newClient, _, _, err := redisFromEnv(env["REDIS_URL"], redisflag.TLS{}, map[string]bool{}, lookup(env))
+	require.NoError(t, err)
+	c := newClient()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A redis-server is no sentinel: it refuses SENTINEL, but only after
+	// the password: NOAUTH here would say the password was never sent.
+	err = c.Ping(ctx).Err()
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "NOAUTH")
+	assert.NotContains(t, err.Error(), "WRONGPASS")
 }

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,13 @@ func checkUnsupported(lookup func(string) (string, bool), haveRedis bool) error 
 		v, ok := lookup(s.name)
 		if !ok || strings.EqualFold(strings.TrimSpace(v), s.def) {
 			continue
+		}
+		// The reference reads its booleans with strconv.ParseBool (through
+		// envconfig): "0", "f" and "F" are its default, false, too.
+		if s.def == "false" {
+			if b, err := strconv.ParseBool(strings.TrimSpace(v)); err == nil && !b {
+				continue
+			}
 		}
 		return fmt.Errorf("%s=%q: %s", s.name, v, s.why)
 	}
