@@ -366,12 +366,18 @@ func (sh *memShard) evict() {
 	}
 }
 
-// dropEnded drops the windows that have ended at now, in every shard,
-// once now reaches the earliest end the store holds: a map per window
-// end, in O(1) each.
+// windowGrace is how long (s) a window is kept after its end: a call
+// whose service read the time just before the end and whose store reads
+// it after must still find the window's counter (the reference's Redis
+// keeps it far longer), not a fresh one.
+const windowGrace = 1
+
+// dropEnded drops the windows that ended windowGrace or more before now,
+// in every shard, once now reaches the earliest end the store holds plus
+// windowGrace: a map per window end, in O(1) each.
 func (s *MemoryStore) dropEnded(now int64) {
 	next := s.nextEnd.Load()
-	if now < next || !s.nextEnd.CompareAndSwap(next, math.MaxInt64) {
+	if now < next+windowGrace || !s.nextEnd.CompareAndSwap(next, math.MaxInt64) {
 		return
 	}
 	earliest := int64(math.MaxInt64)
@@ -381,7 +387,7 @@ func (s *MemoryStore) dropEnded(now int64) {
 		kept := sh.gens[:0]
 		for _, g := range sh.gens {
 			sh.visited++
-			if g.end <= now {
+			if g.end+windowGrace <= now {
 				sh.keys -= len(g.m)
 				sh.bytes -= g.bytes
 				continue

@@ -124,7 +124,7 @@ func (s *RedisStore) traits() storeTraits {
 // database, or a Cluster answered as a single server, is an error wrapping
 // ErrMisconfigured; no answer, ErrUnavailable.
 func (s *RedisStore) Check(ctx context.Context) error {
-	ops := []windowOp{{key: s.cfg.prefix + "rls:check", hits: 0, limit: 1, ttl: 1}}
+	ops := []windowOp{{key: s.cfg.prefix + "rls:check", hits: 0, limit: 1, ttl: 1, keep: 1}}
 	return s.windows(ctx, ops, countEvery)
 }
 
@@ -325,7 +325,7 @@ func scriptArgs(ops []windowOp, mode string, calls ...int) (keys []string, args 
 	args[0] = mode
 	for i, op := range ops {
 		keys[i] = op.key
-		args = append(args, op.hits, op.limit, op.ttl)
+		args = append(args, op.hits, op.limit, max(op.ttl, op.keep))
 	}
 	for _, n := range calls {
 		args = append(args, n)

@@ -268,7 +268,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			if l.referenceWindow() {
 				div := l.seconds()
 				start := now / div * div
-				ops = append(ops, windowOp{key: windowKey(base, l.index, start), hits: min(c.hits, maxCount), limit: uint64(l.RequestsPerUnit), ttl: start + div - now, end: start + div})
+				ops = append(ops, windowOp{key: windowKey(base, l.index, start), hits: min(c.hits, maxCount), limit: uint64(l.RequestsPerUnit), ttl: start + div - now, keep: start + 2*div - now, end: start + div})
 			} else if c.base == nil {
 				c.base = bytes.Clone(base)
 				additions = true

@@ -116,6 +116,7 @@ type windowOp struct {
 	hits   uint64 // at most maxCount
 	limit  uint64 // the window's requests_per_unit
 	ttl    int64  // seconds until the window ends, at least 1
+	keep   int64  // seconds Redis keeps the counter (its TTL): a window past its end
 	end    int64  // unix seconds at which the window ends
 	after  uint64 // result: the count after the increment (or as if added), at most maxCount
 	cached bool   // result: answered by the refusal cache, not the store
