@@ -132,11 +132,14 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	ds, err := in.decide(ctx, method, cost)
 	if err != nil {
 		err = c.StoreError(ctx, err) // WithStoreTimeout's bound is an outage
+		if ctx.Err() != nil && !errors.Is(err, throttle.ErrUnavailable) {
+			// The caller gave up: nothing is known of the store, and
+			// the error hook (an outage's log, a store-error counter)
+			// hears nothing of it.
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		if c.onError != nil {
 			c.onError(ctx, method, err)
-		}
-		if ctx.Err() != nil && !errors.Is(err, throttle.ErrUnavailable) {
-			return nil, status.FromContextError(ctx.Err()).Err() // the caller gave up
 		}
 		if !errors.Is(err, throttle.ErrUnavailable) {
 			// Redis set up wrong, or a failure not known to be an

@@ -127,9 +127,19 @@ func appendPeer(b []byte, ctx context.Context) []byte {
 	switch addr := p.Addr.(type) {
 	case *net.TCPAddr:
 		a, ok = netip.AddrFromSlice(addr.IP)
+	case *net.UDPAddr:
+		a, ok = netip.AddrFromSlice(addr.IP)
+	case *net.IPAddr:
+		a, ok = netip.AddrFromSlice(addr.IP)
 	default:
-		ap, err := netip.ParseAddrPort(addr.String())
-		a, ok = ap.Addr(), err == nil
+		// host:port, or an address alone (a custom net.Addr's).
+		s := addr.String()
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			a = ap.Addr()
+		} else {
+			a, err = netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+			ok = err == nil
+		}
 	}
 	if !ok {
 		return append(b, p.Addr.String()...)

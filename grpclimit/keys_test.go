@@ -30,6 +30,13 @@ func TestAppendKey(t *testing.T) {
 		{withPeer(&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 5}), []KeyPart{Peer()}, "n:192.0.2.7"},
 		{v6, []KeyPart{Peer()}, "n:2001:db8:1:2::/64"},
 		{withPeer(&net.UnixAddr{Name: "/run/s.sock", Net: "unix"}), []KeyPart{Peer()}, "n:/run/s.sock"},
+		// An address without a port is grouped by /64 too (it was keyed
+		// whole: a client could rotate through its /64).
+		{withPeer(&net.IPAddr{IP: net.ParseIP("2001:db8:1:2:ffff:4:5:7")}), []KeyPart{Peer()}, "n:2001:db8:1:2::/64"},
+		{withPeer(&net.IPAddr{IP: net.ParseIP("::ffff:192.0.2.7")}), []KeyPart{Peer()}, "n:192.0.2.7"},
+		{withPeer(&net.UDPAddr{IP: net.ParseIP("2001:db8:1:2::9"), Port: 4}), []KeyPart{Peer()}, "n:2001:db8:1:2::/64"},
+		{withPeer(bareAddr("2001:db8:1:2:3:4:5:6")), []KeyPart{Peer()}, "n:2001:db8:1:2::/64"},
+		{withPeer(bareAddr("[2001:db8:1:2:3:4:5:6]")), []KeyPart{Peer()}, "n:2001:db8:1:2::/64"},
 		{context.Background(), []KeyPart{Peer()}, "n:?"},
 		{v6, []KeyPart{Method(), Global()}, "n:/s/M|*"},
 		{v6, []KeyPart{Metadata("X-Key")}, "n:ip=2001:db8:1:2::/64"},
@@ -42,3 +49,10 @@ func TestAppendKey(t *testing.T) {
 		assert.Equal(t, tc.want, got)
 	}
 }
+
+// bareAddr is a net.Addr of another type whose String is an address
+// without a port.
+type bareAddr string
+
+func (a bareAddr) Network() string { return "ip" }
+func (a bareAddr) String() string  { return string(a) }

@@ -1,9 +1,11 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -62,5 +64,39 @@ func TestFailOpenOnlyOnOutage(t *testing.T) {
 				t.Errorf("hook got %v, want %v", hooked, tc.want)
 			}
 		})
+	}
+}
+
+// TestClientGoneIsNoStoreError: a request whose context ended before or
+// during its decision (the client went away) is not a store failure: the
+// error hook hears nothing (the proxy counted it in its store errors and
+// logged an outage's start), with one limit or several, on the memory
+// store or Redis, WithFailOpen or not.
+func TestClientGoneIsNoStoreError(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	redisStore, err := throttle.NewRedisStore(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, store := range map[string]throttle.Store{"memory": memStore(), "redis": redisStore} {
+		for _, limits := range []int{1, 2} {
+			var hooked error
+			opts := []Option{WithFailOpen(), WithErrorHook(func(_ *http.Request, err error) { hooked = err })}
+			if limits == 2 {
+				opts = append(opts, WithLimit("route", newLimiterOn(t, store, throttle.GCRA, throttle.PerMinute(3)), IP(), Route()))
+			}
+			h, backend := handler(t, newLimiterOn(t, store, throttle.GCRA, throttle.PerMinute(3)), opts...)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
+			r.RemoteAddr = "192.0.2.1:1"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if hooked != nil || w.Code == http.StatusServiceUnavailable && backend.calls.Load() != 0 {
+				t.Errorf("%s, %d limits, the client gone: %d, backend called %d times, the hook got %v", name, limits, w.Code, backend.calls.Load(), hooked)
+			}
+		}
 	}
 }

@@ -59,7 +59,16 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var dsArr [inline]throttle.Decision
 	ds, err := m.decide(r, cost, dsArr[:0])
 	if err != nil {
-		m.storeFailed(w, r, next, m.StoreError(r.Context(), err))
+		err = m.StoreError(r.Context(), err) // WithStoreTimeout's bound is an outage
+		if r.Context().Err() != nil && !errors.Is(err, throttle.ErrUnavailable) {
+			// The client went away (or a deadline before ours ended
+			// its request): nothing is known of the store, and the
+			// error hook (an outage's log, a store-error counter)
+			// hears nothing of it. The request is not passed on.
+			m.unchecked(w)
+			return
+		}
+		m.storeFailed(w, r, next, err)
 		return
 	}
 	resp := summarize(ds)
@@ -199,6 +208,11 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		next.ServeHTTP(w, r)
 		return
 	}
+	m.unchecked(w)
+}
+
+// unchecked answers 503 to a request whose limits could not be checked.
+func (m *middleware) unchecked(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set(hRetryAfter, strconv.FormatInt(max(keyopt.CeilSeconds(m.ClosedRetry), 1), 10))
 	h.Set("Content-Type", "application/problem+json")
