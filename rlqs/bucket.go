@@ -26,6 +26,10 @@ type bucket struct {
 	gone []*sub
 	// dirty: a demand or the clients changed since the last tick.
 	dirty bool
+	// reruled: SetConfig gave the bucket its rule since the last tick
+	// (the same limit with another burst changes no share, but the
+	// assignments).
+	reruled bool
 	// ticking: a tick runs (it releases mu while it calls the store).
 	ticking bool
 	removed bool // no longer in the server's map: look it up again
@@ -269,7 +273,10 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 				s.stats.assignments.Add(1)
 			}
 		}
-		b.dirty = false
+		// A blanket rule claims nothing: its claim lapses, and a limit
+		// loaded later claims anew, not as one Redis lost.
+		b.claimed = false
+		b.dirty, b.reruled = false, false
 		empty = len(b.subs) == 0 && len(b.gone) == 0
 		b.mu.Unlock()
 		return empty, false
@@ -318,8 +325,13 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 			b.budget = r.rate() / float64(s.lastServers.Load())
 		case !b.claimed:
 			b.budget = 0 // set up wrong: no share is known
+		default:
+			// Claimed before, and Redis away, or its answer late: it
+			// may have stored this claim, lower than the budget if the
+			// clients' demands fell. Keep what they run (the floor,
+			// which any stored claim covers), raise none.
+			b.budget = min(b.budget, cl.floor)
 		}
-		// Otherwise the bucket keeps the budget it last had.
 		now = s.now() // the time of the assignments sent below
 	} else if s.store == nil {
 		b.budget = r.rate()
@@ -337,7 +349,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 		// A share that changed, a first share, or none for a client
 		// that still runs a blanket ALLOW_ALL (a rule that was one
 		// until a reload, while no share is known: DENY_ALL).
-		if c.next != c.rate || (c.given.kind != tokenBucketAssignment && c.next > 0) || c.given.kind == allowAllAssignment {
+		if c.next != c.rate || (c.given.kind != tokenBucketAssignment && c.next > 0) || c.given.kind == allowAllAssignment || b.reruled {
 			a := assignment{kind: denyAllAssignment}
 			if tb, ok := encodeRate(c.next, r.burst, c.given.tb); ok {
 				a = assignment{kind: tokenBucketAssignment, tb: tb}
@@ -355,7 +367,7 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 	for _, c := range cs {
 		holds = holds || now.Before(c.heldUntil())
 	}
-	b.dirty = false
+	b.dirty, b.reruled = false, false
 	empty = len(b.subs) == 0 && len(b.gone) == 0
 	// Again at the next interval while a client is short and what it
 	// waits for may come (a hold settles, another server lowers its

@@ -120,7 +120,7 @@ func (s *Server) SetConfig(cfg *Config) error {
 	for _, b := range bs {
 		b.mu.Lock()
 		b.rule = cfg.ruleFor(idMap(b.id))
-		b.dirty = true
+		b.dirty, b.reruled = true, true
 		b.mu.Unlock()
 		s.markDirty(b)
 	}
