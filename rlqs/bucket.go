@@ -294,13 +294,18 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 		refresh = sharedClaimRefresh
 	}
 	if s.store != nil && (b.dirty || b.contested || now.Sub(b.lastClaim) >= refresh || b.settling(now)) {
-		cl := &claim{key: b.storeKey, rate: r.rate(), hold: settle + r.ttl + time.Second, known: b.claimed}
+		cl := &claim{key: b.storeKey, rate: r.rate(), hold: settle + r.ttl + time.Second}
 		for _, c := range cs {
 			cl.floor += c.committed(now)
 			if !c.gone {
 				cl.demands = append(cl.demands, c.demand)
 			}
 		}
+		// Known to Redis: claimed there before, or running shares it
+		// has not heard of (given while it was away): either way, a
+		// claim of ours missing from Redis means it may have lost the
+		// others' too.
+		cl.known = b.claimed || cl.floor > 0
 		cl.release = len(b.subs) == 0
 		if cl.release {
 			cl.hold = 0

@@ -46,6 +46,7 @@ end
 local INF = 1 / 0
 local me = ARGV[2]
 local others, servers, maxU, restrict, contested = 0, 0, now, nil, 0
+local made, mine = now, false -- when the key was made; whether the caller's claim counts
 local hist, dead = {}, {}
 local function addPairs(v, i)
   while i + 15 <= #v do
@@ -59,10 +60,14 @@ for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
   if f == 'b' then
     if #v == 16 then
-      local _, r = unpackd('<dd', v)
-      restrict = r
+      made, restrict = unpackd('<dd', v)
     end
-  elseif f ~= me then
+  elseif f == me then
+    if #v >= 32 then
+      local _, u = unpackd('<dd', v)
+      mine = u > now
+    end
+  else
     if #v < 32 then
       dead[#dead + 1] = f
     else
@@ -105,6 +110,13 @@ if restrict == nil then
   restrict = 0
   if known == 1 then restrict = now + live end
   redis.call('HSET', KEYS[1], 'b', packd('<dd', now, restrict))
+elseif known == 1 and not mine and restrict <= now then
+  -- The key is there but the caller's claim is not, or has lapsed: Redis
+  -- was away longer than a claim counts (or lost it), and the others'
+  -- claims may have lapsed too while their clients still run their
+  -- shares. As for a new key: nobody is raised until they claim again.
+  restrict = now + live
+  redis.call('HSET', KEYS[1], 'b', packd('<dd', made, restrict))
 end
 addPairs(ARGV[1], 57)
 local n, level, remaining = waterLevel(hist, rate)

@@ -142,3 +142,108 @@ func TestLateClaimRaisesNone(t *testing.T) {
 		hB.wg.Wait()
 	})
 }
+
+// downStore fails every claim, as a Redis that cannot be reached, while
+// down is set.
+type downStore struct {
+	inner Store
+	down  *atomic.Bool
+}
+
+func (d downStore) claim(t time.Duration, c *claim) (grant, error) {
+	if d.down.Load() {
+		return grant{}, fmt.Errorf("%w: dial tcp: i/o timeout", ErrUnavailable)
+	}
+	return d.inner.claim(t, c)
+}
+
+// outageReplicas are two replicas, "a" and "b", on the Redis at addr,
+// each with one Envoy, whose claims fail while down is set.
+func outageReplicas(t *testing.T, addr, cfg string, down *atomic.Bool) (hA, hB *harness, a, b *rlqstest.Envoy) {
+	mk := func(id string) *harness {
+		rs, err := NewRedisStore(newRedis(t, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.scriptTime = func() int64 { return time.Now().UnixMicro() }
+		return newHarness(t, cfg, downStore{rs, down}, WithServerID(id))
+	}
+	hA, hB = mk("a"), mk("b")
+	return hA, hB, hA.envoy(rlqstest.Config{}), hB.envoy(rlqstest.Config{})
+}
+
+// peakRate is the most the Envoys' assigned rates for id sum to, looked
+// at every 100 ms for d.
+func peakRate(envs []*rlqstest.Envoy, id map[string]string, d time.Duration) float64 {
+	peak := 0.0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		sum := 0.0
+		for _, e := range envs {
+			sum += e.State(id).Rate
+		}
+		peak = max(peak, sum)
+	}
+	return peak
+}
+
+// TestRedisBackAfterAnOutage: when Redis answers again after an outage of
+// every replica, the first to claim is not granted the whole limit while
+// the other's Envoys still run their shares: not when the outage outlasted
+// the claims (their key still there), nor for a bucket whose Envoys got
+// their outage shares (a part of the limit each) before any claim. Both
+// ran 148.5/s on a limit of 100/s for about a second.
+func TestRedisBackAfterAnOutage(t *testing.T) {
+	t.Run("longer than a claim counts", func(t *testing.T) {
+		srv := redistest.Start(t)
+		synctest.Test(t, func(t *testing.T) {
+			var down atomic.Bool
+			hA, hB, a, b := outageReplicas(t, srv.Addr(), apiConfig, &down)
+			end := time.Now().Add(12 * time.Second)
+			hA.load(a, api, constant(200), end)
+			hB.load(b, api, constant(200), end)
+			time.Sleep(4 * time.Second)
+			down.Store(true)
+			time.Sleep(4600 * time.Millisecond) // past a claim's hold (4.2 s), within its key's life (+1 s)
+			down.Store(false)
+			if peak := peakRate([]*rlqstest.Envoy{a, b}, api, 2*time.Second); peak > 100 {
+				t.Errorf("Redis back: the Envoys ran %.1f/s together on a limit of 100/s", peak)
+			}
+			hA.wg.Wait()
+			hB.wg.Wait()
+		})
+	})
+	t.Run("a bucket new during it", func(t *testing.T) {
+		const cfg = `
+domain: edge
+buckets:
+  - bucket_id: {route: api}
+    requests_per_unit: 100
+    unit: second
+  - bucket_id: {route: warm}
+    requests_per_unit: 100
+    unit: second
+`
+		warm := map[string]string{"route": "warm"}
+		srv := redistest.Start(t)
+		synctest.Test(t, func(t *testing.T) {
+			var down atomic.Bool
+			hA, hB, a, b := outageReplicas(t, srv.Addr(), cfg, &down)
+			end := time.Now().Add(10 * time.Second)
+			hA.load(a, warm, constant(20), end)
+			hB.load(b, warm, constant(20), end)
+			time.Sleep(3 * time.Second) // both claimed warm: two replicas seen
+			down.Store(true)
+			time.Sleep(200 * time.Millisecond)
+			hA.load(a, api, constant(200), end)
+			hB.load(b, api, constant(200), end)
+			time.Sleep(1500 * time.Millisecond) // each runs R/2, as documented
+			down.Store(false)
+			if peak := peakRate([]*rlqstest.Envoy{a, b}, api, 2*time.Second); peak > 100 {
+				t.Errorf("Redis back: the Envoys ran %.1f/s together on a limit of 100/s", peak)
+			}
+			hA.wg.Wait()
+			hB.wg.Wait()
+		})
+	})
+}
