@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -64,6 +65,11 @@ func (kp KeyPart) check() string {
 	case partMetadata:
 		if kp.md == "" {
 			return "Metadata needs a metadata key"
+		}
+		// gRPC's keys: 0-9 a-z _ - . (Metadata lowercases the name); a
+		// typo would key every call by its peer, unnoticed.
+		if strings.Trim(kp.md, "0123456789abcdefghijklmnopqrstuvwxyz_-.") != "" {
+			return fmt.Sprintf("Metadata(%q): not a metadata key (letters, digits, '_', '-' and '.')", kp.md)
 		}
 		return ""
 	case partFunc:

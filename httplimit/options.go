@@ -3,8 +3,10 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/smoothrate/ratelimit/internal/keyopt"
@@ -272,8 +274,20 @@ func FromContext(f func(context.Context) (string, bool)) KeyPart {
 // clients (a limit on the whole service or route).
 func Global() KeyPart { return KeyPart{kind: partConst, value: "*"} }
 
+// isToken reports whether s is an RFC 9110 token, what a header name is.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // check reports what is wrong with a part ("" if nothing): the zero
-// KeyPart, an empty header name, a nil context function.
+// KeyPart, an empty header name or one no request can carry (a typo would
+// key every request by its IP, unnoticed), a nil context function.
 func (kp KeyPart) check() string {
 	switch kp.kind {
 	case partIP, partRoute, partConst:
@@ -281,6 +295,9 @@ func (kp KeyPart) check() string {
 	case partHeader:
 		if kp.header == "" {
 			return "Header needs a header name"
+		}
+		if !isToken(kp.header) {
+			return fmt.Sprintf("Header(%q): not a header name (RFC 9110 token characters only)", kp.header)
 		}
 		return ""
 	case partContext:

@@ -48,6 +48,10 @@ func New(store Store, alg Algorithm, limit Limit) (*Limiter, error) {
 // Algorithm returns the limiter's algorithm.
 func (l *Limiter) Algorithm() Algorithm { return l.p.alg }
 
+// Store returns the store l decides in (AllowAll takes limiters of one
+// store only).
+func (l *Limiter) Store() Store { return l.store }
+
 // Limit returns the limiter's limit, with Burst filled in.
 func (l *Limiter) Limit() Limit {
 	return Limit{Count: int(l.p.count), Period: us(l.p.period), Burst: int(l.p.burst)}

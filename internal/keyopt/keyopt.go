@@ -156,6 +156,11 @@ func (c *Config[P]) Check(noun string, check func(P) string) error {
 			c.Errorf("two limits named %q: each needs its own name (it also keeps their keys apart)", l.Name)
 		}
 		seen[l.Name] = true
+		if l.Lim != nil && c.Limits[0].Lim != nil && l.Lim.Store() != c.Limits[0].Lim.Store() {
+			// Decided together (throttle.AllowAll), every request would
+			// fail with throttle.ErrMixedStores.
+			c.Errorf("limit %q uses another store than the first limit's: all must share one", l.Name)
+		}
 		for _, kp := range l.Parts {
 			if err := check(kp); err != "" {
 				c.Errorf("limit %q: %s", l.Name, err)
