@@ -330,13 +330,15 @@ func (b *bucket) tick(s *Server, now time.Time) (empty, again bool) {
 			b.budget = r.rate() / float64(s.lastServers.Load())
 		case !b.claimed:
 			b.budget = 0 // set up wrong: no share is known
-		default:
+		case !errors.As(err, new(notSent)):
 			// Claimed before, and Redis away, or its answer late: it
 			// may have stored this claim, lower than the budget if the
 			// clients' demands fell. Keep what they run (the floor,
 			// which any stored claim covers), raise none.
 			b.budget = min(b.budget, cl.floor)
 		}
+		// A claim not sent (the store away) stored nothing: the bucket
+		// keeps the budget it last had.
 		now = s.now() // the time of the assignments sent below
 	} else if s.store == nil {
 		b.budget = r.rate()
@@ -450,9 +452,34 @@ func (b *bucket) expireAll(s *Server, now time.Time) *claim {
 }
 
 // claim calls the store, bounded by the store timeout, and tells the hook.
+// notSent is the error of a claim not sent to the store, away: the last
+// claim's that was.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
 func (s *Server) claim(c *claim) (grant, error) {
 	c.server = s.opts.serverID
+	// While the store is away, one claim a claimRefresh goes to it; the
+	// others fail at once as the last did (notSent): a sweep of many
+	// buckets, each waiting out the store timeout, would hold up the
+	// assignments of the buckets that need one now.
+	if away := s.away.Load(); away != nil {
+		now := s.now().UnixNano()
+		last := s.probed.Load()
+		if now-last < int64(claimRefresh) || !s.probed.CompareAndSwap(last, now) {
+			return grant{}, notSent{*away}
+		}
+	}
 	g, err := s.store.claim(s.opts.storeTimeout, c)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		s.probed.Store(s.now().UnixNano())
+		s.away.Store(&err)
+	case err == nil:
+		s.away.Store(nil)
+	}
 	s.stats.storeCalls.Add(1)
 	if err != nil {
 		s.stats.storeErrors.Add(1)

@@ -247,3 +247,68 @@ buckets:
 		})
 	})
 }
+
+// blackholeStore waits out every claim's timeout, then fails, while down
+// is set (a Redis whose packets are dropped); else it grants the limit.
+type blackholeStore struct{ down *atomic.Bool }
+
+func (s blackholeStore) claim(timeout time.Duration, c *claim) (grant, error) {
+	if s.down.Load() {
+		time.Sleep(timeout)
+		return grant{}, fmt.Errorf("%w: i/o timeout", ErrUnavailable)
+	}
+	if c.release {
+		return grant{budget: c.floor, servers: 1}, nil
+	}
+	return grant{budget: c.rate, target: c.rate, servers: 1, clients: len(c.demands)}, nil
+}
+
+// TestStoreAwayDelaysNoNewcomer: with the store away and 800 buckets, an
+// Envoy that joins a bucket whose clients run a share gets its part of it
+// within δ and a few allocation intervals, as the bounds say. Every bucket's claim waited the store
+// timeout, 16 at a time, in sweeps back to back, and the newcomers waited
+// seconds under their no-assignment behaviour. (A bucket whose clients run
+// nothing has no share to give while the store is away: see
+// TestLateClaimRaisesNone.)
+func TestStoreAwayDelaysNoNewcomer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		h := newHarness(t, `
+domain: edge
+buckets:
+  - bucket_id: {user: "*"}
+    requests_per_unit: 100
+    unit: second
+`, blackholeStore{&down})
+		user := func(i int) map[string]string { return map[string]string{"user": fmt.Sprint(i)} }
+		e := h.envoy(rlqstest.Config{})
+		for i := range 800 {
+			e.Request(user(i))
+		}
+		for i := range 5 {
+			h.load(e, user(i), constant(50), time.Now().Add(10*time.Second))
+		}
+		time.Sleep(3 * time.Second)
+		for i := range 5 {
+			if !e.State(user(i)).Assigned {
+				t.Fatalf("user %d not assigned before the outage", i)
+			}
+		}
+		down.Store(true)
+		time.Sleep(2 * time.Second)
+		var late []*rlqstest.Envoy
+		for i := range 5 {
+			n := h.envoy(rlqstest.Config{})
+			n.Request(user(i))
+			late = append(late, n)
+		}
+		// δ (the others' shares lowered first) and a few intervals.
+		wait := DefaultSettleTime + 300*time.Millisecond
+		time.Sleep(wait)
+		for i, n := range late {
+			if !n.State(user(i)).Assigned {
+				t.Errorf("%v after joining bucket %d during the outage, the Envoy has no assignment", wait, i)
+			}
+		}
+	})
+}

@@ -42,6 +42,11 @@ type Server struct {
 	// any bucket: a bucket never claimed during an outage takes an equal
 	// part of its limit among them.
 	lastServers atomic.Int64
+	// away is the error of the last claim, an outage, while no claim has
+	// succeeded since (nil: none); probed is when (unix ns) a claim last
+	// went to the store meanwhile (claim).
+	away   atomic.Pointer[error]
+	probed atomic.Int64
 
 	mu       sync.Mutex
 	buckets  map[string]*bucket
