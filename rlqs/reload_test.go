@@ -172,6 +172,24 @@ func outageReplicas(t *testing.T, addr, cfg string, down *atomic.Bool) (hA, hB *
 	return hA, hB, hA.envoy(rlqstest.Config{}), hB.envoy(rlqstest.Config{})
 }
 
+// loadBoth has a (of replica hA) and b (of hB) ask for rate requests a
+// second of id until end.
+func loadBoth(hA, hB *harness, a, b *rlqstest.Envoy, id map[string]string, rate float64, end time.Time) {
+	hA.load(a, id, constant(rate), end)
+	hB.load(b, id, constant(rate), end)
+}
+
+// checkBack: once Redis answers again, the Envoys a and b (of replicas hA
+// and hB) never run more than the limit of api, 100/s, together.
+func checkBack(t *testing.T, hA, hB *harness, a, b *rlqstest.Envoy) {
+	t.Helper()
+	if peak := peakRate([]*rlqstest.Envoy{a, b}, api, 2*time.Second); peak > 100 {
+		t.Errorf("Redis back: the Envoys ran %.1f/s together on a limit of 100/s", peak)
+	}
+	hA.wg.Wait()
+	hB.wg.Wait()
+}
+
 // peakRate is the most the Envoys' assigned rates for id sum to, looked
 // at every 100 ms for d.
 func peakRate(envs []*rlqstest.Envoy, id map[string]string, d time.Duration) float64 {
@@ -200,17 +218,12 @@ func TestRedisBackAfterAnOutage(t *testing.T) {
 			var down atomic.Bool
 			hA, hB, a, b := outageReplicas(t, srv.Addr(), apiConfig, &down)
 			end := time.Now().Add(12 * time.Second)
-			hA.load(a, api, constant(200), end)
-			hB.load(b, api, constant(200), end)
+			loadBoth(hA, hB, a, b, api, 200, end)
 			time.Sleep(4 * time.Second)
 			down.Store(true)
 			time.Sleep(4600 * time.Millisecond) // past a claim's hold (4.2 s), within its key's life (+1 s)
 			down.Store(false)
-			if peak := peakRate([]*rlqstest.Envoy{a, b}, api, 2*time.Second); peak > 100 {
-				t.Errorf("Redis back: the Envoys ran %.1f/s together on a limit of 100/s", peak)
-			}
-			hA.wg.Wait()
-			hB.wg.Wait()
+			checkBack(t, hA, hB, a, b)
 		})
 	})
 	t.Run("a bucket new during it", func(t *testing.T) {
@@ -230,20 +243,14 @@ buckets:
 			var down atomic.Bool
 			hA, hB, a, b := outageReplicas(t, srv.Addr(), cfg, &down)
 			end := time.Now().Add(10 * time.Second)
-			hA.load(a, warm, constant(20), end)
-			hB.load(b, warm, constant(20), end)
+			loadBoth(hA, hB, a, b, warm, 20, end)
 			time.Sleep(3 * time.Second) // both claimed warm: two replicas seen
 			down.Store(true)
 			time.Sleep(200 * time.Millisecond)
-			hA.load(a, api, constant(200), end)
-			hB.load(b, api, constant(200), end)
+			loadBoth(hA, hB, a, b, api, 200, end)
 			time.Sleep(1500 * time.Millisecond) // each runs R/2, as documented
 			down.Store(false)
-			if peak := peakRate([]*rlqstest.Envoy{a, b}, api, 2*time.Second); peak > 100 {
-				t.Errorf("Redis back: the Envoys ran %.1f/s together on a limit of 100/s", peak)
-			}
-			hA.wg.Wait()
-			hB.wg.Wait()
+			checkBack(t, hA, hB, a, b)
 		})
 	})
 }

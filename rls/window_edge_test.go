@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -42,15 +43,7 @@ func TestMemoryWindowEdgeInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(parseYAML(t, `
-domain: d
-descriptors:
-  - key: k
-    rate_limit: {unit: second, requests_per_unit: 2}
-`), st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := kService(t, st, "second", 2)
 	for i := 1; i <= 4; i++ {
 		resp, err := svc.ShouldRateLimit(context.Background(), request("d", 1, desc("k", "v")))
 		if err != nil {
@@ -76,15 +69,7 @@ func TestRedisCounterOutlivesItsWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(parseYAML(t, `
-domain: d
-descriptors:
-  - key: k
-    rate_limit: {unit: minute, requests_per_unit: 5}
-`), st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := kService(t, st, "minute", 5)
 	if _, err := svc.ShouldRateLimit(context.Background(), request("d", 1, desc("k", "v"))); err != nil {
 		t.Fatal(err)
 	}
@@ -96,4 +81,20 @@ descriptors:
 	if ttl := c.TTL(context.Background(), keys[0]).Val(); ttl < 100*time.Second || ttl > 110*time.Second {
 		t.Errorf("the counter's TTL is %v, want 110 s (to a minute past the window's end)", ttl)
 	}
+}
+
+// kService is a Service of domain d whose one descriptor, k, is limited to
+// n a unit, over st.
+func kService(t *testing.T, st Store, unit string, n int) *Service {
+	t.Helper()
+	svc, err := New(parseYAML(t, fmt.Sprintf(`
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: %s, requests_per_unit: %d}
+`, unit, n)), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
