@@ -105,7 +105,11 @@ func (c *counterClock) slow() int64 {
 		c.anchor.Store(nil)
 		return now
 	}
-	c.anchor.Store(&next)
+	// Only over the anchor this call began from, and not once another
+	// call has given the counter up meanwhile: given up is for good.
+	if c.anchor.CompareAndSwap(prev, &next) && c.off.Load() {
+		c.anchor.Store(nil)
+	}
 	return now
 }
 

@@ -280,3 +280,39 @@ func TestReadPrefetching(t *testing.T) {
 		}
 	}
 }
+
+// TestGivenUpStaysGivenUp: a call that anchors the counter while another
+// gives it up (it disagreed with the monotonic clock) does not put an
+// anchor back: given up is for good. The anchoring call stored its anchor
+// over the other's nil, and readers used the counter again.
+func TestGivenUpStaysGivenUp(t *testing.T) {
+	f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
+	c := f.clock()
+	c.now()
+	f.advance(200 * time.Millisecond)
+	c.now()
+	f.advance(1100 * time.Millisecond) // the anchor expires
+	calls := 0
+	read := c.read
+	c.read = func() uint64 {
+		v := read()
+		if calls++; calls == 2 { // within this call's pair: another call runs
+			saved := f.tick
+			f.tick += 2e6 * 2.6 // and finds the counter 2 ms off
+			c.slow()
+			f.tick = saved
+		}
+		return v
+	}
+	c.now()
+	c.read = read
+	if !c.off.Load() {
+		t.Fatal("not given up")
+	}
+	reads := f.reads
+	f.advance(10 * time.Millisecond)
+	c.now()
+	if f.reads != reads || c.anchor.Load() != nil {
+		t.Errorf("given up, yet an anchor is in place (%+v) and the counter was read %d more times", c.anchor.Load(), f.reads-reads)
+	}
+}
