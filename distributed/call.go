@@ -42,7 +42,7 @@ func (l *Limiter) baseArgsLocked(op string) []any {
 	return []any{
 		op,
 		l.redisNow(),
-		l.kind,
+		l.kindArgLocked(),
 		f64(l.rate),
 		f64(l.cfg.maxBurstSeconds),
 		micros(l.cfg.warmup),
@@ -61,7 +61,7 @@ func (l *Limiter) baseArgsLocked(op string) []any {
 // server about as much as the lease's arithmetic.
 func (l *Limiter) leaseArgsLocked(need int64, wait time.Duration) []any {
 	kind := 0.0
-	if l.kind == "w" {
+	if l.kindArgLocked() == "w" {
 		kind = 1
 	}
 	return compactLease(packDoubles(float64(l.redisNow()), kind, l.rate, l.cfg.maxBurstSeconds, float64(micros(l.cfg.warmup)),
@@ -90,6 +90,15 @@ func (l *Limiter) unitArgLocked() string {
 		return l.storedUnit
 	}
 	return l.cfg.unit
+}
+
+// kindArgLocked is the kind a call records if it creates the state: once
+// joined, the one this limiter adopted, as unitArgLocked's unit.
+func (l *Limiter) kindArgLocked() string {
+	if l.joined && l.storedKind != "" {
+		return l.storedKind
+	}
+	return l.kind
 }
 
 // joinArgLocked is lease.lua's join argument: until a lease has told the

@@ -215,12 +215,15 @@ if #ARGV == 2 and string.byte(ARGV[1], 120) == 0 then -- join 0: the last byte o
       local debt = nxt - now
       if debt < 0 then debt = 0 end
       local ms = ceil((debt + fill + (2 * validity + regTTL)) / 1000)
-      if ms ~= ms or ms > 86400000 then ms = 86400000 end
+      -- the cap never below the debt (lease.lua's ttlCap)
+      local cap = ceil(debt / 1000) + 2000
+      if not (cap > 86400000) then cap = 86400000 end
+      if ms ~= ms or ms > cap then ms = cap end
       if ms < 1000 then ms = 1000 end
       local setTTL = explicitTime or now + ms * 1000 > exp or exp - now > (ms + 2000) * 1000
       if setTTL then
         ms = ms + 1000
-        if ms > 86400000 then ms = 86400000 end
+        if ms > cap then ms = cap end
         exp = now + ms * 1000
       end
       redis.call('HSET', KEYS[1], 'e', packd('<dddddddddddddddddddd', kind, stored, max, interval, nxt,

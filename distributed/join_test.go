@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -140,4 +141,37 @@ func TestJoinBeforeWork(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "jobs", unit)
 	_ = jobs.Close(ctx)
+}
+
+// TestJoinedRecreatesAdoptedKind: a limiter that joined a name holding
+// another kind (a warming-up one joining a bursty fleet, as pipe and run
+// do with --join) makes the state again, once it is lost, with the kind it
+// adopted, as it does with the rate and the unit: it made it with its own
+// kind, and the fleet silently became a warming-up limiter that refused
+// a process configured as its creator.
+func TestJoinedRecreatesAdoptedKind(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	ctx := context.Background()
+	creator := newSim(t, c, "kindadopt", "creator", 100, base, WithUnit("jobs"))
+	if err := creator.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	joiner := newSim(t, newClient(t, srv), "kindadopt", "joiner", 50, base, WithUnit("bytes"), WithWarmup(0))
+	if err := joiner.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := joiner.Stats(); !st.Mismatch || st.StoredKind != "bursty" || joiner.Rate() != 100 {
+		t.Fatalf("the joiner did not adopt: %+v, rate %v", st, joiner.Rate())
+	}
+	srv.CLI("FLUSHALL") // the state lost; the joiner leases first
+	drive(base, 300*time.Millisecond, 10, joiner)
+	if kind := stateField(t, c, "kindadopt", "kind"); kind != 0 {
+		t.Errorf("the state made again is warming up (%v), the joiner's own kind; the fleet's, which it adopted, is bursty", kind)
+	}
+	fresh := newSim(t, newClient(t, srv), "kindadopt", "fresh", 100, base, WithUnit("jobs"), WithRefuseMismatch())
+	if err := fresh.Join(ctx); err != nil {
+		t.Errorf("a process configured as the fleet's creator: %v", err)
+	}
 }

@@ -191,11 +191,20 @@ if s.next - now > MAX_WAIT + s.lc then
   s.next = now + MAX_WAIT + s.lc
 end
 
+-- ttlCap is the longest TTL the state gets: MAX_TTL_MS, but never less
+-- than its debt and two seconds (at less than a permit a day, a lapsed
+-- state would forgive what was booked).
+local function ttlCap()
+  local cap = math.ceil(math.max(s.next - now, 0) / 1000) + 2000
+  if not (cap > MAX_TTL_MS) then cap = MAX_TTL_MS end
+  return cap
+end
+
 local function ttlMs(extra)
   local fill = s.max * coolDownInterval(s)
   local debt = math.max(s.next - now, 0)
   local ms = math.ceil((debt + fill + extra) / 1000)
-  if ms ~= ms or ms > MAX_TTL_MS then ms = MAX_TTL_MS end
+  if ms ~= ms or ms > ttlCap() then ms = ttlCap() end
   if ms < MIN_TTL_MS then ms = MIN_TTL_MS end
   return ms
 end
@@ -208,7 +217,7 @@ local function persist(entry)
   local ms = ttlMs(2 * validity + regTTL)
   local setTTL = explicitTime or now + ms * 1000 > s.exp or s.exp - now > (ms + 2000) * 1000
   if setTTL then
-    ms = math.min(ms + 1000, MAX_TTL_MS)
+    ms = math.min(ms + 1000, ttlCap())
     s.exp = now + ms * 1000
   end
   saveState(KEYS[1], s, FLEET, entry and pid, entry)
@@ -250,10 +259,13 @@ if op == 'refund' then
     resync(s, now)
     -- Roll nextFreeTicket back by the permits' price at the stable rate,
     -- never before now: time that has passed cannot be given back.
-    local back = math.min(javaLong(n * s.interval), s.next - now)
+    local price = javaLong(n * s.interval)
+    local back = math.min(price, s.next - now)
     if back > 0 then
       s.next = s.next - back
-      if s.interval > 0 then refunded = math.floor(back / s.interval) else refunded = n end
+      -- The whole price (truncated to µs) is n permits, though back /
+      -- interval is a hair below n when the price is not whole µs.
+      if s.interval > 0 and back < price then refunded = math.floor(back / s.interval) else refunded = n end
     end
   end
   if A[14] == '1' then leave(s) end

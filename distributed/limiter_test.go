@@ -260,3 +260,54 @@ func TestCloseAgainAfterItsContextEnded(t *testing.T) {
 		t.Errorf("after Close again: held %d, refunded %d, still in the registry %v", st.Held, st.PermitsRefunded, registered)
 	}
 }
+
+// TestStateOutlivesItsDebt: at less than a permit a day, the state's TTL
+// still covers the debt booked: capped at a day, the state lapsed with
+// nine days of debt booked, and the next caller found a fresh one.
+func TestStateOutlivesItsDebt(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	l, err := New(c, "slow", 1/(10*86400.0), WithProcessID("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	if _, err := l.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	next := stateField(t, c, "slow", "next")
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	debt := time.Duration(next-float64(now.UnixMicro())) * time.Microsecond
+	if ttl := c.PTTL(ctx, keysOf("slow")[0]).Val(); ttl < debt {
+		t.Errorf("the state expires in %v, with %v of debt booked", ttl, debt)
+	}
+}
+
+// TestRefundCountsWholePermits: at a rate whose permit's price is not a
+// whole number of µs (30/s), Close gives back the permits held and counts
+// them all: the last was lost to the price's truncation (4 given back,
+// PermitsRefunded 3).
+func TestRefundCountsWholePermits(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	base := clocktest.NewFake()
+	l := newSim(t, c, "refund30", "p", 30, base, WithMaxBurstSeconds(0))
+	drive(base, time.Second, 60, l)
+	st := l.Stats()
+	if st.Held == 0 {
+		t.Fatalf("nothing held to give back: %+v", st)
+	}
+	if next, interval := stateField(t, c, "refund30", "next"), stateField(t, c, "refund30", "interval"); next-float64(st.Held)*interval < float64(simTime(base)()) {
+		t.Fatalf("the refund would be cut at now: held %d", st.Held)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Stats(); got.PermitsRefunded != st.Held || got.Refunds == 0 {
+		t.Errorf("Close gave back %d permits; Stats: %d refunded in %d refunds", st.Held, got.PermitsRefunded, got.Refunds)
+	}
+}

@@ -15,7 +15,7 @@ type Stats struct {
 	PermitsLapsed    int64         // leased permits that expired unspent
 	RedisCalls       int64         // every script call, successful or not
 	RedisErrors      int64         // calls that failed or timed out
-	LocalDecisions   int64         // Acquire/TryAcquire answered without waiting for Redis
+	LocalDecisions   int64         // Acquire/TryAcquire answered from the pool without waiting for Redis (the fallback's answers: FallbackAdmitted)
 	RemoteDecisions  int64         // those that waited for a Redis reply
 	FallbackAdmitted int64         // permits admitted by the fallback limiter
 	FallbackTime     time.Duration // time spent with Redis unreachable
