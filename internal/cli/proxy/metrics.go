@@ -11,7 +11,7 @@ import (
 type proxyMetrics struct {
 	allowed, refused, storeErrors, backendErrors, connsRefused atomic.Int64
 	// --queue and --dry-run (queue.go)
-	held, heldGone, dryRefused, dryHeld atomic.Int64
+	heldForwarded, heldGone, dryRefused, dryHeld atomic.Int64
 }
 
 var (
@@ -49,9 +49,8 @@ func (m *proxyMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter(storeErrorsDesc, m.storeErrors.Load())
 	counter(backendErrorsDesc, m.backendErrors.Load())
 	counter(connsRefusedDesc, m.connsRefused.Load())
-	held, gone := m.held.Load(), m.heldGone.Load()
-	counter(heldDesc, held-gone, "forwarded")
-	counter(heldDesc, gone, "client_gone")
+	counter(heldDesc, m.heldForwarded.Load(), "forwarded")
+	counter(heldDesc, m.heldGone.Load(), "client_gone")
 	counter(dryRunDesc, m.dryRefused.Load(), "refuse")
 	counter(dryRunDesc, m.dryHeld.Load(), "hold")
 }

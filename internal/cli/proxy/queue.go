@@ -276,10 +276,10 @@ func (h *queueHandler) decided(w http.ResponseWriter, r *http.Request, next http
 		return
 	}
 	if wait := at.Sub(now); wait > 0 {
-		h.m.held.Add(1)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+			h.m.heldForwarded.Add(1) // counted once forwarded: a counter never goes down
 		case <-r.Context().Done():
 			// The client went away: its place goes to the next
 			// request of the same key, so that it is not lost.

@@ -383,8 +383,8 @@ func TestQueueHoldsInFakeTime(t *testing.T) {
 		if out[5].hdr.Get("Retry-After") == "" {
 			t.Errorf("refusal without Retry-After: %v", out[5].hdr)
 		}
-		if *forwarded != 5 || m.held.Load() != 4 || m.refused.Load() != 2 {
-			t.Errorf("forwarded %d, held %d, refused %d; want 5, 4, 2", *forwarded, m.held.Load(), m.refused.Load())
+		if *forwarded != 5 || m.heldForwarded.Load() != 4 || m.refused.Load() != 2 {
+			t.Errorf("forwarded %d, held %d, refused %d; want 5, 4, 2", *forwarded, m.heldForwarded.Load(), m.refused.Load())
 		}
 	})
 }
