@@ -145,7 +145,7 @@ func BenchmarkMemoryAllowParts(b *testing.B) {
 			sh.mu.Unlock()
 			b.Fatal("key not found")
 		}
-		sh.entries[i].meta |= metaUsed
+		sh.entries[i].m |= metaUsed
 		sh.mu.Unlock()
 	}
 	b.Run("lookup", func(b *testing.B) {

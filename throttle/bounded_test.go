@@ -227,7 +227,7 @@ func TestMemoryBytesBounded(t *testing.T) {
 	for i := range 1000 {
 		mustAllow(t, lim, longKey(i, maxHeldKey), 1)
 	}
-	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || budget-st.Bytes >= keyCost(maxHeldKey)+2*slotBytes(false) {
+	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || budget-st.Bytes >= keyCost(maxHeldKey)+2*slotBytes(false, true) {
 		t.Errorf("1000 keys of %d bytes in %d bytes: %+v, tables %d", maxHeldKey, budget, st, tables(s))
 	}
 }

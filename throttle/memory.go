@@ -346,18 +346,19 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	}
 	// Then start loading the key's entry: on a store of many keys it is
 	// the decision's longest wait, and the clock read and the lock, which
-	// must come before the entry is read, now overlap it. With it, a short
-	// key's words, which the probe compares (the caller's key is rarely
-	// the string the store holds, so comparing bytes would wait for a line
-	// of its own, after the entry), and the lock's line, for writing: in
-	// parallel another processor often took the lock last, and its line
+	// must come before the entry is read, now overlap it. A short key is
+	// in its entry; another key's bytes are pointed to from long, whose
+	// line the probe reads too. With them, the lock's line, for writing:
+	// in parallel another processor often took the lock last, and its line
 	// then moves here while the clock is read. Where the store counts time
 	// with the counter, one call does all three and reads it
 	// (tsc.ReadPrefetching).
 	line, lock := sh.homeLine(h), uintptr(unsafe.Pointer(&sh.mu))
-	words := line // a short key's words (keyWords), else the entry again
-	if k.n != 0 {
-		words = sh.homeKeyLine(h)
+	words := line // a long key's pointer, else the entry again
+	if k.n == 0 {
+		if x := sh.homeLongLine(h); x != 0 {
+			words = x
+		}
 	}
 	var now int64
 	ok := false
@@ -375,17 +376,17 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 	i := none
 	if k.n != 0 {
 		// lookup, for a short key.
-		id := identity(h, memKey{key: key, alg: p.alg})
+		id := identityOf(p.alg, len(key))
 		for pos := home(tag(h), len(sh.entries)); ; pos++ {
 			if pos == len(sh.entries) {
 				pos = 0
 			}
 			e := &sh.entries[pos]
-			if e.meta&^metaFlags == id && sh.kw[pos] == (keyWords{k.a, k.b}) {
+			if e.w == (keyWords{k.a, k.b}) && e.m>>metaShift == id {
 				i = int32(pos)
 				break
 			}
-			if e.key == nil {
+			if e.free() {
 				break
 			}
 		}
@@ -408,18 +409,20 @@ func (l *Limiter) allow(ctx context.Context, d *Decision, key string, n int) (er
 		n := int64(n)
 		var debt int64
 		if c := int64(uint64(e.b) >> 32); c > 0 { // shard.state, inlined
-			debt = gcraDebt(p, state{a: e.a, b: e.b & (1<<32 - 1), c: c}, now)
+			debt = gcraDebt(p, state{a: e.a(), b: e.b & (1<<32 - 1), c: c}, now)
 		}
-		if used := debt + n*p.emission; n <= p.burst && (used <= p.tau || n == 0) && p.den < 1<<32 {
+		// (now within 2^52 µs of 1970 and q within 2^51, maxDebt: the
+		// new TAT fits in the entry.)
+		if used := debt + n*p.emission; n <= p.burst && (used <= p.tau || n == 0) && p.den < 1<<32 && uint64(now+1<<52) < 1<<53 {
 			q := quo(used, p.den)
 			frac := used - q*p.den
 			reset := q
 			if frac != 0 {
 				reset++
 			}
-			e.meta |= metaUsed
+			e.m |= metaUsed
 			if n > 0 {
-				e.a, e.b = now+q, p.den<<32|frac // setState, inlined
+				e.setPacked(now+q, p.den<<32|frac) // setState, inlined
 			}
 			*d = Decision{Allowed: true, Limit: int(p.limit), Remaining: int(quo(max(0, p.tau-used), p.emission)), ResetAfter: us(reset)}
 			sh.mu.Unlock()
@@ -443,9 +446,10 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 		var debt int64
 		if i != none {
 			e = &sh.entries[i]
-			st := state{a: e.a, b: e.b & (1<<32 - 1), c: int64(uint64(e.b) >> 32)} // shard.state, inlined
+			st := state{a: e.a(), b: e.b & (1<<32 - 1), c: int64(uint64(e.b) >> 32)} // shard.state, inlined
 			if e.isWide() {
-				st = state{a: e.a, b: e.b, c: sh.ext[i].c}
+				x := &sh.ext[i]
+				st = state{a: x.a, b: x.b, c: x.c}
 			}
 			if st.c > 0 {
 				debt = gcraDebt(p, st, now)
@@ -459,15 +463,15 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 				reset++
 			}
 			if e != nil {
-				e.meta |= metaUsed // a new key is inserted unused, as below
+				e.m |= metaUsed // a new key is inserted unused, as below
 			}
 			if n > 0 {
 				if e == nil {
 					i = sh.insert(h, memKey{key: key, alg: GCRA}, now)
 					e = &sh.entries[i]
 				}
-				if p.den < 1<<32 && !e.isWide() {
-					e.a, e.b = now+q, p.den<<32|frac // setState, inlined
+				if p.den < 1<<32 && !e.isWide() && fitsState(now+q) {
+					e.setPacked(now+q, p.den<<32|frac) // setState, inlined
 				} else if sh.setState(i, state{a: now + q, b: frac, c: p.den}, now+reset) {
 					sh.fitBytes(now, h, memKey{key: key, alg: GCRA})
 				}
@@ -482,7 +486,7 @@ func (sh *shard) decideLocked(d *Decision, p *params, h uint64, i int32, key str
 	}
 	var st state
 	if i != none {
-		sh.entries[i].meta |= metaUsed
+		sh.entries[i].m |= metaUsed
 		st, _ = sh.state(i)
 	}
 	next, write := decideStateTo(d, p, st, i != none, now, n)
@@ -503,7 +507,7 @@ var emptyLog ring
 func (sh *shard) decideLog(h uint64, i int32, p *params, key string, n, now int64) Decision {
 	log := &emptyLog
 	if i != none {
-		sh.entries[i].meta |= metaUsed
+		sh.entries[i].m |= metaUsed
 		log = sh.ext[i].log // a sliding log's entry is always wide
 	}
 	d, expired, at, write := decideSlidingLog(p, log, now, n)
@@ -583,7 +587,7 @@ func (p *pending) store(now int64) {
 	if i == none {
 		i = p.sh.insert(p.h, p.k, now)
 	}
-	p.sh.entries[i].meta |= metaUsed
+	p.sh.entries[i].m |= metaUsed
 	if p.k.alg == SlidingLog {
 		p.sh.setLog(i, p.h, p.k, p.log, p.expires, now)
 		return

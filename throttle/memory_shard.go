@@ -19,27 +19,28 @@ import (
 // cache, nor their pages in its TLB): one hash of the key, which also chose
 // the shard, and one 32-byte entry, found at the key's home position or a
 // few entries after it (linear probing: the next entries are on the same or
-// the next cache line), with, for a short key, its bytes at the same
-// position in kw, a parallel array (keyWords). The table holds the entries
+// the next cache line). A short key's entry holds the key itself, its
+// identity and its state (memEntry), so that such a decision waits for one
+// line of memory and reads no other. The table holds the entries
 // themselves, not an index of them, because every extra indirection is one
 // more random memory reference per decision, and at this size each costs
-// more than the decision's arithmetic. The decision asks for that entry's line (and the
-// key's words') as soon as it has the hash, before the clock and the lock
-// (homeLine, homeKeyLine, internal/prefetch), so that the waits overlap
-// them and each other.
+// more than the decision's arithmetic. The decision asks for that entry's
+// line as soon as it has the hash, before the clock and the lock
+// (homeLine, internal/prefetch), so that the wait overlaps them.
 //
 // An entry is half a cache line, not a whole one, because the wait for it
 // is most of a decision, and the smaller the table the more of it the
 // processor's caches hold. A GCRA, fixed-window or sliding-window state
 // fits in the entry (packState). The buckets' states (three words and an
-// expiry), a sliding log and the rare state too large to pack keep their
-// first two words in the entry and the rest in ext, an array parallel to
-// the table that a shard allocates only when it first holds such a state:
-// ext[i] belongs to entries[i], at an address known from the hash as well,
-// so its line is prefetched with the entry's and the two waits overlap. No
-// pointer per key (but a key's own bytes when it is not short, and a
-// sliding log's ring), so the garbage collector scans three slices per
-// shard, not a million small objects.
+// expiry), a sliding log and the rare state too large to pack are in ext,
+// an array parallel to the table that a shard allocates only when it first
+// holds such a state: ext[i] belongs to entries[i], at an address known
+// from the hash as well, so its line is prefetched with the entry's and the
+// two waits overlap. A key of another length than a short key's keeps its
+// bytes in an allocation of its own, pointed to from long, a third
+// parallel array that a shard allocates only when it first holds such a
+// key. The table holds no pointer (the garbage collector does not scan
+// it), ext and long one per key at most.
 //
 // Everything here runs with mu held.
 type shard struct {
@@ -55,20 +56,25 @@ type shard struct {
 // for its entry's line) without waiting for the line of a lock that
 // another processor took last.
 type shardTable struct {
-	// first, extFirst, kwFirst and length are the addresses of the
-	// table, of ext (0: none) and of kw and the table's length, read
+	// first, extFirst, longFirst and length are the addresses of the
+	// table, of ext and of long (0: none) and the table's length, read
 	// without mu to prefetch a key's home entry before taking mu
 	// (homeLine). A reading taken across a grow may point into the old
 	// arrays, or past them: that only wastes the prefetch, which never
 	// faults.
-	first    atomic.Uintptr
-	extFirst atomic.Uintptr
-	kwFirst  atomic.Uintptr
-	length   atomic.Int64
-	seed     *hashSeed  // the store's
-	entries  []memEntry // the table (setEntries); a nil key marks a free entry
-	ext      []extState // nil, or as long as entries: the rest of wide states
-	kw       []keyWords // as long as entries: the short keys' bytes
+	first     atomic.Uintptr
+	extFirst  atomic.Uintptr
+	longFirst atomic.Uintptr
+	length    atomic.Int64
+	seed      *hashSeed        // the store's
+	entries   []memEntry       // the table (setEntries); a zero entry is free
+	ext       []extState       // nil, or as long as entries: wide states
+	long      []unsafe.Pointer // nil, or as long as entries: long keys' bytes
+
+	// testHash, when set (by tests only), is the hash of a short key that
+	// the shard computes itself (hashAt): the one the test gave lookup
+	// and insert, so that it can force keys into the same home.
+	testHash func(key string) uint64
 }
 
 type shardLocked struct {
@@ -103,17 +109,18 @@ const maxHeldKey = 512
 
 // KeyOverhead is, for sizing WithMaxBytes, the most a key of 4 to 16
 // bytes costs a MemoryStore that holds many: its slot of the table (a
-// 32-byte entry and its 16 bytes of words) at the least load a table has
-// after it grows, half full. Such a key's bytes are in its slot; a key of
+// 32-byte entry) at the least load a table has after it grows, three
+// fifths full (maxLoad). Such a key's bytes are in its entry; a key of
 // another length costs its own allocation besides (its length rounded up
-// to Go's size class). A shard that holds a wide state (the buckets', a
-// sliding log's) has 24 bytes a slot more (ext), 48 a key at that load,
-// and a sliding log its buffer and its ring. Stats().Bytes counts what
-// the store holds, tables included, and that is what WithMaxBytes bounds.
-const KeyOverhead = 96
+// to Go's size class) and, in a shard that holds one, 8 bytes a slot
+// (long). A shard that holds a wide state (the buckets', a sliding log's)
+// has 40 bytes a slot more (ext), and a sliding log its buffer and its
+// ring. Stats().Bytes counts what the store holds, tables included, and
+// that is what WithMaxBytes bounds.
+const KeyOverhead = 54
 
 // keyCost is what holding a key of n bytes costs besides its slot: the
-// string the shard keeps (a short key's bytes are in kw). A string of
+// string the shard keeps (a short key's bytes are in its entry). A string of
 // fewer than 16 bytes may be in one of the allocator's 16-byte blocks of
 // tiny objects, which it keeps whole.
 func keyCost(n int) int {
@@ -147,103 +154,153 @@ func allocSizePointers(n int) int {
 // SizeClassToSize).
 var sizeClasses = [...]uint16{0, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
 
-// slotBytes is what a slot of a table costs: its entry and its words, and
-// its ext when wide is set.
-func slotBytes(wide bool) int {
-	n := int(unsafe.Sizeof(memEntry{}) + unsafe.Sizeof(keyWords{}))
+// slotBytes is what a slot of a table costs: its entry, and its ext when
+// wide is set and its long when long is.
+func slotBytes(wide, long bool) int {
+	n := int(unsafe.Sizeof(memEntry{}))
 	if wide {
 		n += int(unsafe.Sizeof(extState{}))
+	}
+	if long {
+		n += int(unsafe.Sizeof(unsafe.Pointer(nil)))
 	}
 	return n
 }
 
 // tableBytes is what a shard with a table of n slots costs (with ext when
-// wide is set), the shard itself included.
-func tableBytes(n int, wide bool) int {
-	b := allocSizePointers(n*int(unsafe.Sizeof(memEntry{}))) + allocSize(n*int(unsafe.Sizeof(keyWords{}))) + int(unsafe.Sizeof(shard{}))
+// wide is set, with long when long is), the shard itself included.
+func tableBytes(n int, wide, long bool) int {
+	b := allocSize(n*int(unsafe.Sizeof(memEntry{}))) + int(unsafe.Sizeof(shard{}))
 	if wide {
 		b += allocSizePointers(n * int(unsafe.Sizeof(extState{})))
 	}
+	if long {
+		b += allocSizePointers(n * int(unsafe.Sizeof(unsafe.Pointer(nil))))
+	}
 	return b
 }
+
+// tableBytes is what the shard would cost with a table of n slots, its
+// ext and long kept or not as they are.
+func (s *shard) tableBytes(n int) int { return tableBytes(n, s.ext != nil, s.long != nil) }
 
 // used is what the shard holds: its table, its keys' own bytes and its
 // logs. WithMaxBytes bounds it.
 func (s *shard) used() int { return s.table + s.bytes }
 
-// memEntry is one key, 32 bytes on a 64-bit processor: two to a cache line
-// (a table of at least 32 KiB is page-aligned, and a smaller one's size
-// class is a multiple of 32 bytes, so entries do not straddle lines).
+// memEntry is one key, 32 bytes: two to a cache line (a table of at least
+// 32 KiB is page-aligned, and a smaller one's size class is a multiple of
+// 32 bytes, so entries do not straddle lines).
 //
-// key points to the key's bytes (the caller's string, kept alive by the
-// pointer), or, for a short key (minShortKey to maxShortKey bytes), to
-// shortMark: a short key's bytes are the shard's kw at the same position
-// (keyWords). nil marks a free entry, since keys are never empty
-// (ErrEmptyKey).
-// meta holds the rest of the key's identity and two flags:
+// w is the key: a short key's two words (keyWords: minShortKey to
+// maxShortKey bytes, every one of them), or, for a key of another length,
+// its hash and its length, its bytes being at the same position in the
+// shard's long. m holds the rest of the key's identity, two flags, and a
+// packed state's first word:
 //
-//	bits 32–63  tag: the high half of the key's hash. Scaled to the
-//	            table's length it is the key's home position, so the table
-//	            can grow and delete without hashing keys again.
-//	bits 8–31   the key's length (MaxKeyLen)
-//	bits 4–7    the algorithm
-//	bit 1       wide: the state continues in the shard's ext
-//	bit 0       used: set by every decision and cleared by the clock hand,
+//	bits 60–63  kind: 0 for a free entry (the whole entry is zero), n - 3
+//	            for a short key of n bytes, kindLong for another key
+//	bits 56–59  the algorithm
+//	bit 55      wide: the state is in the shard's ext
+//	bit 54      used: set by every decision and cleared by the clock hand,
 //	            so that a key used since the hand last passed it gets a
 //	            second chance before eviction
+//	bits 0–53   a packed state's a, a signed number (packState)
 //
-// so that one comparison of meta (flags masked) checks tag, length and
-// algorithm, and only a key that passes it has its bytes (or words)
-// compared. a and b hold the state: packed (packState), or a wide state's
-// a and b.
+// so that a short key is found by comparing three words, its bytes
+// among them, with no other memory read. b is a packed state's second
+// word. A short key's home position is recomputed from its words when the
+// table grows or deletes (homeOf); a long key's is its hash's.
 type memEntry struct {
-	key  unsafe.Pointer
-	meta uint64
-	a, b int64
+	w keyWords
+	m uint64
+	b int64
 }
 
 const (
-	metaUsed  = 1 << 0
-	metaWide  = 1 << 1
-	metaFlags = 0xf // the bits that are not identity: used, wide and two spare
+	metaUsed  = 1 << 54
+	metaWide  = 1 << 55
+	metaShift = 56 // m >> metaShift is the key's identity: kind and algorithm
+	kindLong  = 15
+	stateBits = 54
+	stateMask = 1<<stateBits - 1
 )
 
-// identity is the meta of key k of hash h, without flags.
-func identity(h uint64, k memKey) uint64 {
-	return h&^(1<<32-1) | uint64(len(k.key))<<8 | uint64(k.alg)<<4
+// identityOf is the identity (m >> metaShift) of a key of n bytes of alg.
+func identityOf(alg Algorithm, n int) uint64 {
+	kind := uint64(kindLong)
+	if isShort(n) {
+		kind = uint64(n - (minShortKey - 1))
+	}
+	return kind<<4 | uint64(alg)
 }
 
-func (e *memEntry) tag() uint32    { return uint32(e.meta >> 32) }
-func (e *memEntry) alg() Algorithm { return Algorithm(e.meta >> 4 & 0xf) }
-func (e *memEntry) isWide() bool   { return e.meta&metaWide != 0 }
+// fitsState reports whether a is a number an entry packs (in its m's
+// low stateBits bits, signed): within 2^53 µs of 1970, 285 years.
+func fitsState(a int64) bool { return uint64(a+1<<(stateBits-1)) < 1<<stateBits }
+
+func (e *memEntry) free() bool     { return e.m == 0 }
+func (e *memEntry) kind() int      { return int(e.m >> 60) }
+func (e *memEntry) alg() Algorithm { return Algorithm(e.m >> metaShift & 0xf) }
+func (e *memEntry) isWide() bool   { return e.m&metaWide != 0 }
+
+// a is a packed state's first word.
+func (e *memEntry) a() int64 { return int64(e.m<<(64-stateBits)) >> (64 - stateBits) }
+
+// setPacked makes (a, b) the entry's packed state: a must fit
+// (fitsState).
+func (e *memEntry) setPacked(a, b int64) {
+	e.m = e.m&^stateMask | uint64(a)&stateMask
+	e.b = b
+}
+
+// keyLen is the length of the key of the live entry e.
+func (e *memEntry) keyLen() int {
+	if k := e.kind(); k != kindLong {
+		return k + minShortKey - 1
+	}
+	return int(e.w.b)
+}
 
 // keyAt is the key of the live entry at i.
 func (s *shard) keyAt(i int) string {
 	e := &s.entries[i]
-	n := int(e.meta >> 8 & MaxKeyLen)
+	n := e.keyLen()
 	if isShort(n) {
-		return s.kw[i].key(n)
+		return e.w.key(n)
 	}
-	return unsafe.String((*byte)(e.key), n)
+	return unsafe.String((*byte)(s.long[i]), n)
 }
 
-// isShort reports whether a key of n bytes is short: held in kw, read as
-// a shortKey.
+// hashAt is the hash of the key of the live entry at i (keyHash, with
+// hashedTag for a digest): a long key's is in its entry, a short key's is
+// recomputed from its words.
+func (s *shard) hashAt(i int) uint64 {
+	e := &s.entries[i]
+	if k := e.kind(); k != kindLong {
+		if s.testHash != nil {
+			return s.testHash(s.keyAt(i))
+		}
+		return shortKey{a: e.w.a, b: e.w.b, n: uint64(k + minShortKey - 1)}.hash(s.seed) ^ algHash(e.alg())
+	}
+	return e.w.a
+}
+
+// homeOf is the home position of the key of the live entry at i.
+func (s *shard) homeOf(i int) int { return home(tag(s.hashAt(i)), len(s.entries)) }
+
+// isShort reports whether a key of n bytes is short: held in its entry's
+// w, read as a shortKey.
 func isShort(n int) bool { return uint(n)-minShortKey <= maxShortKey-minShortKey }
 
 // keyWords is a short key's two words (shortKey: its length is in its
-// entry's meta), kept in the shard's kw, an array parallel to the table,
-// rather than as the caller's string: a lookup compares the words in kw,
-// whose line it asked for with the entry's (homeKeyLine), instead of
-// following the entry's pointer to the key's bytes, an allocation of its
-// own elsewhere in memory: one dependent memory reference fewer per
-// decision on a key that is not the very string the store keeps (a
-// server's request builds its key anew), and no caller's string kept
-// alive.
+// entry's kind), which hold every byte of it: a lookup compares them in
+// the entry, instead of following a pointer to the key's bytes, an
+// allocation of its own elsewhere in memory (one dependent memory
+// reference fewer per decision on a key that is not the very string the
+// store keeps, as a server's request builds its key anew), and the store
+// keeps no caller's string alive.
 type keyWords struct{ a, b uint64 }
-
-// shortMark is what the key of a short key's entry points to.
-var shortMark byte
 
 // wordsOf is the keyWords of a short key.
 func wordsOf(key string) keyWords {
@@ -265,16 +322,16 @@ func (w keyWords) key(n int) string {
 	return string(b[:n])
 }
 
-// extState is the rest of a wide state, one that does not fit in its
-// entry: the token and leaky buckets' third word (c), a GCRA or sliding
-// window state's when its numbers are too large to pack, and the sliding
-// log's ring; and, since only a packed state's is known from the state
-// itself, the expiry: the time (µs) from which the state is
-// indistinguishable from an absent key (the key is back to its full
-// allowance), when the key may be reclaimed.
+// extState is a wide state, one that does not fit in its entry: the token
+// and leaky buckets' (three words), a GCRA, window or sliding window state
+// whose numbers are too large to pack, and the sliding log's ring; and,
+// since only a packed state's is known from the state itself, the expiry:
+// the time (µs) from which the state is indistinguishable from an absent
+// key (the key is back to its full allowance), when the key may be
+// reclaimed.
 type extState struct {
-	c, expires int64
-	log        *ring // SlidingLog only
+	a, b, c, expires int64
+	log              *ring // SlidingLog only
 }
 
 // packState returns the entry words (a, b) of st, a state of alg that
@@ -293,8 +350,11 @@ type extState struct {
 //     expiry read back is at most a thousandth of a period late, never
 //     early, so a key is never reclaimed before it is full again.
 //
-// So such a key needs nothing in ext.
+// a must fit in the entry (fitsState). So such a key needs nothing in ext.
 func packState(alg Algorithm, st state, expires int64) (a, b int64, ok bool) {
+	if !fitsState(st.a) {
+		return 0, 0, false
+	}
 	switch alg {
 	case GCRA:
 		if st.c > 0 && st.c < 1<<32 && st.b >= 0 && st.b < st.c {
@@ -336,23 +396,24 @@ func (s *shard) state(i int32) (state, int64) {
 	e := &s.entries[i]
 	if e.isWide() {
 		x := &s.ext[i]
-		return state{a: e.a, b: e.b, c: x.c}, x.expires
+		return state{a: x.a, b: x.b, c: x.c}, x.expires
 	}
+	a := e.a()
 	switch e.alg() {
 	case GCRA:
 		// TAT, rounded up to the next whole µs: the time at which the
 		// debt is 0 (decideGCRA's ResetAfter).
-		st := state{a: e.a, b: e.b & (1<<32 - 1), c: int64(uint64(e.b) >> 32)} // den is unsigned: up to 2^32 - 1
+		st := state{a: a, b: e.b & (1<<32 - 1), c: int64(uint64(e.b) >> 32)} // den is unsigned: up to 2^32 - 1
 		if st.b != 0 {
 			return st, st.a + 1
 		}
 		return st, st.a
 	case SlidingWindow:
 		b := uint64(e.b)
-		return state{a: e.a, b: int64(b & (1<<24 - 1)), c: int64(b >> 24 & (1<<24 - 1))}, e.a + periodOf(b>>48)
+		return state{a: a, b: int64(b & (1<<24 - 1)), c: int64(b >> 24 & (1<<24 - 1))}, a + periodOf(b>>48)
 	}
 	// A fixed window's count is 0 at its end (decideFixedWindow).
-	return state{a: e.a, b: e.b}, e.a
+	return state{a: a, b: e.b}, a
 }
 
 // expiry is when the state of the live entry at i expires.
@@ -371,15 +432,15 @@ func (s *shard) setState(i int32, st state, expires int64) (allocated bool) {
 	if a, b, ok := packState(e.alg(), st, expires); ok {
 		if e.isWide() {
 			s.ext[i] = extState{}
-			e.meta &^= metaWide
+			e.m &^= metaWide
 		}
-		e.a, e.b = a, b
+		e.setPacked(a, b)
 		return false
 	}
 	allocated = s.ext == nil
 	x := s.extOf(i)
-	e.a, e.b = st.a, st.b
-	x.c, x.expires = st.c, expires
+	e.setPacked(0, 0)
+	x.a, x.b, x.c, x.expires = st.a, st.b, st.c, expires
 	return allocated
 }
 
@@ -422,7 +483,7 @@ const minTable = 8
 // or 0 if there is none.
 func (s *shard) shorterFit() int {
 	lo := max(minTable, (maxLoadDen*s.live+maxLoadNum-1)/maxLoadNum)
-	fits := func(n int) bool { return tableBytes(n, s.ext != nil)+s.bytes <= s.maxBytes }
+	fits := func(n int) bool { return s.tableBytes(n)+s.bytes <= s.maxBytes }
 	hi := len(s.entries) - 1
 	if lo > hi || !fits(lo) {
 		return 0
@@ -443,9 +504,9 @@ func (s *shard) extOf(i int32) *extState {
 	if s.ext == nil {
 		s.ext = make([]extState, len(s.entries))
 		s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(s.ext))))
-		s.table = tableBytes(len(s.entries), true)
+		s.table = s.tableBytes(len(s.entries))
 	}
-	s.entries[i].meta |= metaWide
+	s.entries[i].m |= metaWide
 	return &s.ext[i]
 }
 
@@ -453,14 +514,17 @@ func (s *shard) extOf(i int32) *extState {
 // it grows (maxLoadNum / maxLoadDen): at most three quarters full, a
 // lookup of a present key reads 2.5 entries at worst on average with
 // linear probing, all on one page but for the rare run that crosses one.
-// A table grows by half until it is as large as its shard's max keys need
-// at that load, or its bytes allow, and no larger (and shrinks when the
-// shard's first wide state does not fit in its bytes otherwise): its length need not be a power of two (a key's
-// home is its tag scaled to the length, not masked), so a full store
-// costs 48 / maxLoad bytes per key (72 / maxLoad in a shard with an ext),
-// and a growing one is at least half full (a doubling table sinks to
-// three eighths: more pages for the same keys, each one more entry for the
-// processor's TLB to miss).
+// (Fuller, the runs an insert and a removal walk grow fast: seven eighths
+// full, a flood of new keys into a full store took ten times as long.)
+// A table grows by a quarter until it is as large as its shard's max
+// keys need at that load, or its bytes allow, and no larger (and shrinks
+// when the shard's first wide state does not fit in its bytes otherwise):
+// its length need not be a power of two (a key's home is its tag scaled
+// to the length, not masked), so a full store costs 32 / maxLoad bytes
+// per short key (72 / maxLoad in a shard with an ext), and a growing one
+// is at least three fifths full. The smaller the table, the
+// more of it the processor's caches hold: a doubling table sinks to three
+// eighths full, and one grown by half to a half.
 const maxLoadNum, maxLoadDen = 3, 4
 
 // reclaimPerInsert is how many entries an insert inspects for expired
@@ -470,16 +534,16 @@ const reclaimPerInsert = 2
 
 func newShard(seed *hashSeed, max int) *shard {
 	s := &shard{shardTable: shardTable{seed: seed}, shardLocked: shardLocked{max: max, maxBytes: math.MaxInt}}
-	s.setEntries(make([]memEntry, minTable), nil, make([]keyWords, minTable))
+	s.setEntries(make([]memEntry, minTable), nil, nil)
 	return s
 }
 
-// setEntries makes es the table, ext, if not nil, its ext, and kw (as
-// long) its kw.
-func (s *shard) setEntries(es []memEntry, ext []extState, kw []keyWords) {
-	s.entries, s.ext, s.kw = es, ext, kw
-	s.table = tableBytes(len(es), ext != nil)
-	s.kwFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(kw))))
+// setEntries makes es the table and ext and long, each nil or as long,
+// its ext and its long.
+func (s *shard) setEntries(es []memEntry, ext []extState, long []unsafe.Pointer) {
+	s.entries, s.ext, s.long = es, ext, long
+	s.table = s.tableBytes(len(es))
+	s.longFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(long))))
 	s.first.Store(uintptr(unsafe.Pointer(unsafe.SliceData(es))))
 	s.extFirst.Store(uintptr(unsafe.Pointer(unsafe.SliceData(ext))))
 	s.length.Store(int64(len(es)))
@@ -491,9 +555,13 @@ func (s *shard) homeLine(h uint64) uintptr {
 	return s.first.Load() + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(memEntry{})
 }
 
-// homeKeyLine is homeLine's counterpart in kw.
-func (s *shard) homeKeyLine(h uint64) uintptr {
-	return s.kwFirst.Load() + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(keyWords{})
+// homeLongLine is homeLine's counterpart in long, or 0 when the shard
+// has none.
+func (s *shard) homeLongLine(h uint64) uintptr {
+	if x := s.longFirst.Load(); x != 0 {
+		return x + uintptr(home(tag(h), int(s.length.Load())))*unsafe.Sizeof(unsafe.Pointer(nil))
+	}
+	return 0
 }
 
 // homeExtLine is homeLine's counterpart in ext, or 0 when the shard has
@@ -521,26 +589,24 @@ func tag(h uint64) uint32 { return uint32(h >> 32) }
 // from [0, 2³²) to [0, n).
 func home(t uint32, n int) int { return int(uint64(t) * uint64(n) >> 32) }
 
-// lookup returns the key's position, or none. h is the key's hash. It
-// computes the key's identity itself and is therefore not inlined into
-// allow: inlining it (with the identity computed by the caller) makes a
-// decision run more instructions, not fewer (bench/keyed/instructions.sh).
+// lookup returns the key's position, or none. h is the key's hash.
+// (allow has the same loop for a short key written out.)
 func (s *shard) lookup(h uint64, k memKey) int32 {
-	id := identity(h, k)
+	id := identityOf(k.alg, len(k.key))
+	w := keyWords{h, uint64(len(k.key))}
 	short := isShort(len(k.key))
-	var w keyWords
 	if short {
 		w = wordsOf(k.key)
 	}
-	for pos := home(uint32(h>>32), len(s.entries)); ; pos++ {
+	for pos := home(tag(h), len(s.entries)); ; pos++ {
 		if pos == len(s.entries) {
 			pos = 0
 		}
 		e := &s.entries[pos]
-		if e.meta&^metaFlags == id && (short && s.kw[pos] == w || !short && unsafe.String((*byte)(e.key), len(k.key)) == k.key) {
+		if e.w == w && e.m>>metaShift == id && (short || unsafe.String((*byte)(s.long[pos]), len(k.key)) == k.key) {
 			return int32(pos)
 		}
-		if e.key == nil {
+		if e.free() {
 			return none
 		}
 	}
@@ -552,6 +618,17 @@ func (s *shard) lookup(h uint64, k memKey) int32 {
 // keys, or of bytes), evicts one.
 func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 	s.reclaim(now)
+	short := isShort(len(k.key))
+	if !short && s.long == nil {
+		// The shard's first long key: its long, which may put the
+		// shard over its bytes, as a first wide state does (fitBytes).
+		s.setEntries(s.entries, s.ext, make([]unsafe.Pointer, len(s.entries)))
+		if s.used() > s.maxBytes {
+			if n := s.shorterFit(); n > 0 {
+				s.resize(n)
+			}
+		}
+	}
 	cost := keyCost(len(k.key))
 	n := len(s.entries)
 	for s.live > 0 {
@@ -568,11 +645,12 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 		s.resize(n)
 	}
 	pos := s.free(tag(h))
-	if isShort(len(k.key)) {
-		s.entries[pos] = memEntry{key: unsafe.Pointer(&shortMark), meta: identity(h, k)}
-		s.kw[pos] = wordsOf(k.key)
+	m := identityOf(k.alg, len(k.key)) << metaShift
+	if short {
+		s.entries[pos] = memEntry{w: wordsOf(k.key), m: m}
 	} else {
-		s.entries[pos] = memEntry{key: unsafe.Pointer(unsafe.StringData(k.key)), meta: identity(h, k)}
+		s.entries[pos] = memEntry{w: keyWords{h, uint64(len(k.key))}, m: m}
+		s.long[pos] = unsafe.Pointer(unsafe.StringData(k.key))
 	}
 	s.live++
 	return int32(pos)
@@ -581,7 +659,7 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 // free returns the first free entry from tag t's home on.
 func (s *shard) free(t uint32) int {
 	pos := home(t, len(s.entries))
-	for s.entries[pos].key != nil {
+	for !s.entries[pos].free() {
 		if pos++; pos == len(s.entries) {
 			pos = 0
 		}
@@ -603,11 +681,11 @@ func (s *shard) lengthFor(keys, cost int) int {
 		}
 		return n
 	}
-	n += n / 2
+	n += n / 4
 	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
 		n = max(full, len(s.entries)+1)
 	}
-	for n > len(s.entries) && tableBytes(n, s.ext != nil)+s.bytes+cost > s.maxBytes {
+	for n > len(s.entries) && s.tableBytes(n)+s.bytes+cost > s.maxBytes {
 		n -= max(1, (n-len(s.entries))/4)
 	}
 	if maxLoadDen*keys > maxLoadNum*n {
@@ -619,18 +697,35 @@ func (s *shard) lengthFor(keys, cost int) int {
 // resize makes the table n entries long; n holds the live keys at
 // maxLoad.
 func (s *shard) resize(n int) {
-	old, oldExt, oldKw := s.entries, s.ext, s.kw
+	old, oldExt, oldLong := s.entries, s.ext, s.long
 	var ext []extState
 	if oldExt != nil {
 		ext = make([]extState, n)
 	}
-	s.setEntries(make([]memEntry, n), ext, make([]keyWords, n))
+	var long []unsafe.Pointer
+	if oldLong != nil {
+		long = make([]unsafe.Pointer, n)
+	}
+	// Each key's home in the new table is its hash's (hashAt), read
+	// while the old table is the shard's.
+	hashes := make([]uint64, 0, s.live)
 	for i := range old {
-		if old[i].key != nil {
-			j := s.free(old[i].tag())
-			s.entries[j], s.kw[j] = old[i], oldKw[i]
+		if !old[i].free() {
+			hashes = append(hashes, s.hashAt(i))
+		}
+	}
+	s.setEntries(make([]memEntry, n), ext, long)
+	k := 0
+	for i := range old {
+		if !old[i].free() {
+			j := s.free(tag(hashes[k]))
+			k++
+			s.entries[j] = old[i]
 			if old[i].isWide() {
 				s.ext[j] = oldExt[i]
+			}
+			if oldLong != nil {
+				s.long[j] = oldLong[i]
 			}
 		}
 	}
@@ -656,25 +751,31 @@ func (s *shard) remove(i int32) {
 		return j
 	}
 	pos := int(i)
-	s.bytes -= keyCost(int(s.entries[i].meta >> 8 & MaxKeyLen))
+	s.bytes -= keyCost(s.entries[i].keyLen())
 	if s.ext != nil {
 		s.bytes -= s.ext[i].log.bytes()
 	}
 	// Backward-shift deletion: pull later entries of the probe run into
 	// the hole when the hole lies between their home and where they are,
 	// so lookups never need tombstones.
-	for j := next(pos); s.entries[j].key != nil; j = next(j) {
-		if dist(home(s.entries[j].tag(), n), j) >= dist(pos, j) {
-			s.entries[pos], s.kw[pos] = s.entries[j], s.kw[j]
+	for j := next(pos); !s.entries[j].free(); j = next(j) {
+		if dist(s.homeOf(j), j) >= dist(pos, j) {
+			s.entries[pos] = s.entries[j]
 			if s.ext != nil {
 				s.ext[pos] = s.ext[j]
+			}
+			if s.long != nil {
+				s.long[pos] = s.long[j]
 			}
 			pos = j
 		}
 	}
-	s.entries[pos], s.kw[pos] = memEntry{}, keyWords{}
+	s.entries[pos] = memEntry{}
 	if s.ext != nil {
 		s.ext[pos] = extState{}
+	}
+	if s.long != nil {
+		s.long[pos] = nil
 	}
 	s.live--
 }
@@ -694,7 +795,7 @@ func (s *shard) reclaim(now int64) {
 			s.hand = 0
 		}
 		e := &s.entries[s.hand]
-		if e.key == nil {
+		if e.free() {
 			s.hand++
 			continue
 		}
@@ -725,17 +826,17 @@ func (s *shard) evictExcept(now int64, keep int32) {
 		}
 		e := &s.entries[s.hand]
 		switch {
-		case e.key == nil, s.hand == keep:
+		case e.free(), s.hand == keep:
 		case s.expiry(s.hand) <= now:
 			s.remove(s.hand)
 			s.expired++
 			return
-		case e.meta&metaUsed == 0:
+		case e.m&metaUsed == 0:
 			s.remove(s.hand)
 			s.evictions++
 			return
 		default:
-			e.meta &^= metaUsed
+			e.m &^= metaUsed
 		}
 		s.hand++
 	}

@@ -344,6 +344,7 @@ func TestShardTableAgainstMap(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, uint64(max)))
 		sh := newShard(testSeed(), max)
 		hashes := map[string]uint64{}
+		sh.testHash = func(k string) uint64 { return hashes[k] }
 		present := map[string]bool{}
 		states := map[string]state{}
 		for step := range 20_000 {
@@ -368,10 +369,10 @@ func TestShardTableAgainstMap(t *testing.T) {
 					t.Fatalf("max %d, step %d: %s holds %+v, want %+v", max, step, k, st, states[k])
 				}
 			}
-			// A present key is removed one time in four: about 240 of
-			// the 300 keys live, enough to grow the capped table to its
-			// cap.
-			if present[k] && r.IntN(4) == 0 {
+			// A present key is removed one time in sixteen: about 280
+			// of the 300 keys live, enough to grow the capped table to
+			// its cap.
+			if present[k] && r.IntN(16) == 0 {
 				sh.remove(got)
 				delete(present, k)
 			} else if !present[k] {
@@ -405,8 +406,12 @@ func TestShardTableAgainstMap(t *testing.T) {
 			if got := sh.homeExtLine(h); got != want {
 				t.Fatalf("max %d, step %d: homeExtLine(%s) = %#x, want %#x", max, step, k, got, want)
 			}
-			if got, want := sh.homeKeyLine(h), uintptr(unsafe.Pointer(&sh.kw[home(tag(h), len(sh.entries))])); got != want {
-				t.Fatalf("max %d, step %d: homeKeyLine(%s) = %#x, want %#x", max, step, k, got, want)
+			want = 0
+			if sh.long != nil {
+				want = uintptr(unsafe.Pointer(&sh.long[home(tag(h), len(sh.entries))]))
+			}
+			if got := sh.homeLongLine(h); got != want {
+				t.Fatalf("max %d, step %d: homeLongLine(%s) = %#x, want %#x", max, step, k, got, want)
 			}
 		}
 		if sh.ext == nil {
@@ -464,17 +469,19 @@ func checkShards(t *testing.T, s *MemoryStore) {
 
 // checkShard verifies shard n's table (hashOf gives an entry's hash):
 // live counts the entries in use, each is found by lookup at its own
-// position with its hash's tag and no free entry between its home and it,
-// the table is no fuller than maxLoad, and the shard holds no more than
-// its share. A free entry and the ext of an entry that is not wide are
-// zero (so that nothing stale is read, nor a ring kept alive).
+// position, its hash is the one the table reads for it (hashAt), with no
+// free entry between its home and it, a short key is held in its entry
+// and another in long, the table is no fuller than maxLoad, and the shard
+// holds no more than its share. A free entry, its long and the ext of an
+// entry that is not wide are zero, and so is the packed state of one that
+// is (so that nothing stale is read, nor a ring or a key kept alive).
 func checkShard(tb testing.TB, n int, sh *shard, hashOf func(e *memEntry, key string) uint64) {
 	tb.Helper()
 	inUse, bytes := 0, 0
 	for i := range sh.entries {
 		e := &sh.entries[i]
-		if e.key == nil {
-			if *e != (memEntry{}) || sh.ext != nil && sh.ext[i] != (extState{}) || sh.kw[i] != (keyWords{}) {
+		if e.free() {
+			if *e != (memEntry{}) || sh.ext != nil && sh.ext[i] != (extState{}) || sh.long != nil && sh.long[i] != nil {
 				tb.Errorf("shard %d: free entry %d not cleared: %+v", n, i, *e)
 			}
 			continue
@@ -482,24 +489,28 @@ func checkShard(tb testing.TB, n int, sh *shard, hashOf func(e *memEntry, key st
 		inUse++
 		k := sh.keyAt(i)
 		h := hashOf(e, k)
-		if short := e.key == unsafe.Pointer(&shortMark); short != isShort(len(k)) || !short && sh.kw[i] != (keyWords{}) {
-			tb.Errorf("shard %d: entry %d (%q) held as short %v, words %+v", n, i, k, short, sh.kw[i])
+		short := e.kind() != kindLong
+		if short != isShort(len(k)) || short && sh.long != nil && sh.long[i] != nil || !short && (sh.long[i] == nil || e.w != keyWords{h, uint64(len(k))}) {
+			tb.Errorf("shard %d: entry %d (%q) held as short %v: %+v", n, i, k, short, *e)
 		}
 		bytes += keyCost(len(k))
 		if e.isWide() {
 			bytes += sh.ext[i].log.bytes()
 		}
-		if got := sh.lookup(h, memKey{key: k, alg: e.alg()}); got != int32(i) || e.tag() != tag(h) {
-			tb.Errorf("shard %d: entry %d (%q, tag %x) found at %d", n, i, k, e.tag(), got)
+		if got := sh.lookup(h, memKey{key: k, alg: e.alg()}); got != int32(i) || sh.hashAt(i) != h {
+			tb.Errorf("shard %d: entry %d (%q, hash %x) found at %d", n, i, k, sh.hashAt(i), got)
 		}
 		for j := home(tag(h), len(sh.entries)); j != i; j = (j + 1) % len(sh.entries) {
-			if sh.entries[j].key == nil {
+			if sh.entries[j].free() {
 				tb.Errorf("shard %d: entry %d (%q): free entry %d in its probe run", n, i, k, j)
 				break
 			}
 		}
 		if !e.isWide() && sh.ext != nil && sh.ext[i] != (extState{}) {
 			tb.Errorf("shard %d: entry %d (%q) is not wide but has ext %+v", n, i, k, sh.ext[i])
+		}
+		if e.isWide() && (e.a() != 0 || e.b != 0) {
+			tb.Errorf("shard %d: entry %d (%q) is wide but packs %d, %d", n, i, k, e.a(), e.b)
 		}
 		if e.isWide() && len(sh.ext) != len(sh.entries) {
 			tb.Errorf("shard %d: entry %d (%q) is wide, ext of %d for a table of %d", n, i, k, len(sh.ext), len(sh.entries))
@@ -508,7 +519,7 @@ func checkShard(tb testing.TB, n int, sh *shard, hashOf func(e *memEntry, key st
 	if inUse != sh.live || sh.live > sh.max || maxLoadDen*sh.live > maxLoadNum*len(sh.entries) {
 		tb.Errorf("shard %d: live %d, entries in use %d, table %d, max %d", n, sh.live, inUse, len(sh.entries), sh.max)
 	}
-	if bytes != sh.bytes || sh.live > 1 && sh.used() > sh.maxBytes || sh.table != tableBytes(len(sh.entries), sh.ext != nil) {
+	if bytes != sh.bytes || sh.live > 1 && sh.used() > sh.maxBytes || sh.table != tableBytes(len(sh.entries), sh.ext != nil, sh.long != nil) {
 		tb.Errorf("shard %d: %d bytes of keys counted, %d held, %d with the table, at most %d", n, sh.bytes, bytes, sh.used(), sh.maxBytes)
 	}
 }
@@ -539,6 +550,7 @@ func FuzzShardTable(f *testing.F) {
 			}
 			return uint64(i%16) << 60
 		}
+		sh.testHash = hashOf
 		check := func(_ *memEntry, k string) uint64 { return hashOf(k) }
 		held := map[string]bool{}
 		for ; len(ops) >= 4; ops = ops[4:] {
@@ -579,7 +591,7 @@ func FuzzShardTable(f *testing.F) {
 				sh.remove(i)
 				delete(held, k)
 			case what == 2 && i != none:
-				sh.entries[i].meta |= metaUsed
+				sh.entries[i].m |= metaUsed
 			}
 			checkShard(t, 0, sh, check)
 			lost := 0
@@ -754,5 +766,64 @@ func TestMemoryStatesPackOrGoWide(t *testing.T) {
 		if wide == 0 && !neverWide || packed == 0 && !alwaysWide || packed > 0 && alwaysWide {
 			t.Fatalf("%v: %d decisions left the state wide, %d packed", alg, wide, packed)
 		}
+	}
+}
+
+// TestMemoryFarFromEpoch: an entry packs a state's first number (a time)
+// in 54 bits (fitsState); a store whose clock reads near the end of its
+// range (2^52 µs, in 2112) under a limit of 60 years packs its states as
+// one of today does, and decides every request as that one does the same
+// requests at the same intervals.
+func TestMemoryFarFromEpoch(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range allAlgorithms {
+		l := Limit{Count: 2, Period: 60 * 365 * 24 * time.Hour}
+		near, far := newSetClock(), newSetClock()
+		// Whole periods later, so that the windows, aligned to 1970,
+		// start as far into them.
+		periods := (1<<52 - 100e6 - near.Now().UnixMicro()) / l.Period.Microseconds()
+		far.Set(near.Now().Add(time.Duration(periods) * l.Period))
+		ln, lf := mustNew(t, memStore(WithStoreClock(near)), alg, l), mustNew(t, memStore(WithStoreClock(far)), alg, l)
+		r := rand.New(rand.NewPCG(7, uint64(alg)))
+		for i := range 300 {
+			k, n := fmt.Sprintf("key%d", r.IntN(5)), r.IntN(3)
+			dn, err1 := ln.AllowN(ctx, k, n)
+			df, err2 := lf.AllowN(ctx, k, n)
+			if err1 != nil || err2 != nil || dn != df {
+				t.Fatalf("%v, request %d (%s, %d): near %+v %v, far %+v %v", alg, i, k, n, dn, err1, df, err2)
+			}
+			d := time.Duration(r.IntN(300)) * time.Millisecond
+			near.Add(d)
+			far.Add(d)
+		}
+		s := lf.Store().(*MemoryStore)
+		checkShards(t, s)
+		for _, sh := range s.shards {
+			for i := range sh.entries {
+				if e := &sh.entries[i]; !e.free() && e.isWide() && (alg == GCRA || alg == FixedWindow || alg == SlidingWindow) {
+					t.Errorf("%v: %q held wide", alg, sh.keyAt(i))
+				}
+			}
+		}
+	}
+}
+
+// TestPackedStateRange: a state whose first number is outside the 54 bits
+// an entry packs it in is held wide, and read back the same either way.
+func TestPackedStateRange(t *testing.T) {
+	sh := newShard(testSeed(), 100)
+	for _, a := range []int64{0, 1<<53 - 1, -1 << 53, 1 << 53, -1<<53 - 1, math.MaxInt64 - 1, math.MinInt64 + 1} {
+		k := memKey{key: "key1", alg: FixedWindow}
+		h := keyHash(sh.seed, k.alg, k.key)
+		i := sh.lookup(h, k)
+		if i == none {
+			i = sh.insert(h, k, 0)
+		}
+		sh.setState(i, state{a: a, b: 7}, a)
+		st, exp := sh.state(i)
+		if wide := sh.entries[i].isWide(); st != (state{a: a, b: 7}) || exp != a || wide != !fitsState(a) || wide != (a >= 1<<53 || a < -1<<53) {
+			t.Errorf("state at %d: %+v expiring %d, wide %v", a, st, exp, wide)
+		}
+		checkShard(t, 0, sh, func(e *memEntry, k string) uint64 { return keyHash(sh.seed, e.alg(), k) })
 	}
 }

@@ -123,8 +123,9 @@ func WithMaxKeys(n int) StoreOption {
 }
 
 // WithMaxBytes bounds a MemoryStore to n bytes of heap (n ≥ MinMaxBytes;
-// default DefaultMaxBytes): its tables (a slot of 48 bytes, 72 in a shard
-// that holds a wide state, at most three quarters of them used), the keys
+// default DefaultMaxBytes): its tables (a slot of 32 bytes, 72 in a shard
+// that holds a wide state, 8 more in one that holds a key of fewer than 4
+// or more than 16 bytes, at most three quarters of them used), the keys
 // it keeps as strings (in Go's size classes) and the sliding logs (their
 // buffers, 8 bytes an entry); KeyOverhead sizes it. A key longer than 512
 // bytes is held by its SHA-256 digest (32 bytes), so that a long key costs
