@@ -56,6 +56,8 @@ type MemoryStore struct {
 	// key among the keys before it, in calls of more than a few checks
 	// (tests check that they are linear).
 	probes atomic.Uint64
+	// after, set only in tests, replaces time.AfterFunc (readWall).
+	after func(time.Duration, func())
 }
 
 // MemoryStats are a MemoryStore's counters.
@@ -260,7 +262,29 @@ func (s *MemoryStore) readWall() (int64, error) {
 		a.Anchor, a.usPerTick = next, next.NsPerTick/1e3
 	}
 	s.wall.Store(a)
+	if a.usPerTick > 0 {
+		// The anchor lives a second of the counter (at), or of the
+		// monotonic clock, whichever ends first: a counter that stopped
+		// or slowed would otherwise keep it (tsc.Expired).
+		expire := func() { s.expireWall(a) }
+		if s.after != nil {
+			s.after(wallRefresh, expire)
+		} else {
+			time.AfterFunc(wallRefresh, expire)
+		}
+	}
 	return us, nil
+}
+
+// expireWall replaces a, if it is still the anchor, with its expired copy
+// (tsc.Expired), so that the next reading anchors again and checks the
+// counter against the monotonic clock.
+func (s *MemoryStore) expireWall(a *wallAnchor) {
+	if x := tsc.Expired(&a.Anchor); x != nil {
+		e := *a
+		e.Anchor = *x
+		s.wall.CompareAndSwap(a, &e)
+	}
 }
 
 // heldKey returns the identity under which the store holds (alg, key), its

@@ -17,6 +17,7 @@ import (
 
 	"github.com/smoothrate/ratelimit"
 	"github.com/smoothrate/ratelimit/internal/testlong"
+	"github.com/smoothrate/ratelimit/internal/tsc"
 )
 
 func TestMemoryAllowExistingKeyAllocatesNothing(t *testing.T) {
@@ -454,6 +455,57 @@ func TestMemoryWallClock(t *testing.T) {
 	s.wall.Store(&wallAnchor{t: time.Now(), micros: 1_000_000})
 	if got, _ := s.now(); got < 1_000_000 || got > 1_000_000+int64(wallRefresh/time.Microsecond) {
 		t.Fatalf("fresh anchor not used: now() = %d", got)
+	}
+}
+
+// TestMemoryWallAnchorExpiresByTimer: a scaled anchor lives a second of
+// the counter or of the monotonic clock, whichever ends first: readWall
+// sets a timer for wallRefresh that swaps the anchor, if it still is the
+// anchor, for its expired copy, which no counter reading extrapolates;
+// the next reading anchors again.
+func TestMemoryWallAnchorExpiresByTimer(t *testing.T) {
+	if !tsc.Usable() || tsc.FakeTime() {
+		t.Skip("no invariant counter: the store reads time.Now")
+	}
+	s := memStore()
+	var timers []func()
+	s.after = func(d time.Duration, f func()) {
+		if d != wallRefresh {
+			t.Errorf("timer for %v, want %v", d, wallRefresh)
+		}
+		timers = append(timers, f)
+	}
+	s.tsc.Store(true)
+	// A previous anchor 200 ms of the monotonic clock and of the
+	// counter (at 1 GHz, near enough) ago, not scaled: readWall scales.
+	now := time.Now()
+	s.wall.Store(&wallAnchor{Anchor: tsc.Anchor{Mono: tsc.Since(now) - int64(200*time.Millisecond), TSC: tsc.Read() - 200e6}, t: now})
+	if _, err := s.readWall(); err != nil {
+		t.Fatal(err)
+	}
+	a := s.wall.Load()
+	if a.usPerTick <= 0 || len(timers) != 1 {
+		t.Fatalf("anchor %+v, %d timers: want a scaled anchor and its timer", a, len(timers))
+	}
+	if _, ok := a.at(tsc.Read()); !ok {
+		t.Fatal("a fresh anchor does not extrapolate")
+	}
+	timers[0]()
+	x := s.wall.Load()
+	if x == a || x.MaxTicks != 0 || x.usPerTick != a.usPerTick || x.micros != a.micros {
+		t.Fatalf("after its timer: anchor %+v, want %+v expired", x, a)
+	}
+	if _, ok := x.at(tsc.Read()); ok {
+		t.Fatal("an expired anchor still extrapolates")
+	}
+	if got, err := s.now(); err != nil || s.wall.Load() == x || got < a.micros {
+		t.Fatalf("now() = %d, %v after the expiry, anchor %+v", got, err, s.wall.Load())
+	}
+	// An old anchor's timer leaves a newer anchor be.
+	b := s.wall.Load()
+	s.expireWall(a)
+	if s.wall.Load() != b {
+		t.Fatal("an old anchor's timer replaced the anchor")
 	}
 }
 

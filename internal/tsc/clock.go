@@ -19,9 +19,11 @@ type counterClock struct {
 	off    atomic.Bool
 	// read and mono, set only in tests, replace the processor's counter
 	// and the monotonic clock (ns since base) where slow anchors the
-	// counter; the counter is then usable and time never fake.
-	read func() uint64
-	mono func() int64
+	// counter; the counter is then usable and time never fake. after,
+	// set only in tests, replaces time.AfterFunc (Expire).
+	read  func() uint64
+	mono  func() int64
+	after func(time.Duration, func())
 }
 
 // proc is the process's clock, over the processor's counter.
@@ -107,10 +109,44 @@ func (c *counterClock) slow() int64 {
 	}
 	// Only over the anchor this call began from, and not once another
 	// call has given the counter up meanwhile: given up is for good.
-	if c.anchor.CompareAndSwap(prev, &next) && c.off.Load() {
-		c.anchor.Store(nil)
+	if c.anchor.CompareAndSwap(prev, &next) {
+		if c.off.Load() {
+			c.anchor.Store(nil)
+		} else if next.NsPerTick > 0 {
+			c.afterFunc(Refresh, func() {
+				if x := Expired(&next); x != nil {
+					c.anchor.CompareAndSwap(&next, x)
+				}
+			})
+		}
 	}
 	return now
+}
+
+// afterFunc is time.AfterFunc, or a test's.
+func (c *counterClock) afterFunc(d time.Duration, f func()) {
+	if c.after != nil {
+		c.after(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
+}
+
+// Expired returns a copy of a that has expired (no counter reading is in
+// its life) but keeps its scale, for the next anchor to check the counter
+// against, or nil when a is not scaled. An anchor's life is MaxTicks of
+// the counter, which is Refresh only while the counter runs as it did: a
+// counter that stops or slows would keep an anchor alive, and never be
+// checked again. So whoever stores a scaled anchor also swaps it for its
+// expired copy Refresh later on the monotonic clock (a timer; no read on
+// the hot path), and the next reading anchors again and checks.
+func Expired(a *Anchor) *Anchor {
+	if a.NsPerTick <= 0 {
+		return nil
+	}
+	x := *a
+	x.MaxTicks = 0
+	return &x
 }
 
 // monotonic reads the monotonic clock, in ns since base.

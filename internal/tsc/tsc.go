@@ -18,7 +18,8 @@
 // Now scales the counter into nanoseconds since the process started: it
 // extrapolates from a reading of the monotonic clock (an Anchor), by the
 // rate the two were seen to run at over the interval between the last two
-// anchors, and anchors again every second. Each new anchor checks the
+// anchors, and anchors again every second, of the counter or of the
+// monotonic clock, whichever ends first (Expired). Each new anchor checks the
 // counter against the monotonic clock; if the two disagree by more than
 // MaxError over an interval, the counter is given up for good and Now
 // reads time.Since instead. It is used only where the counter is
@@ -124,7 +125,7 @@ type Anchor struct {
 	Mono      int64
 	TSC       uint64  // 0: the counter is not used
 	NsPerTick float64 // 0: no scale yet
-	MaxTicks  uint64  // the counter's ticks in refresh, the anchor's life
+	MaxTicks  uint64  // the counter's ticks in refresh, the anchor's life (0: expired)
 }
 
 // Next returns the anchor of a new reading (mono, tsc) after prev, scaled

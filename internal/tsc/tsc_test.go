@@ -183,21 +183,39 @@ func TestInvariant(t *testing.T) {
 // fakeCounter is a counter the test drives: ticks of ns of the test's
 // monotonic clock at rate ticks per ns, from an arbitrary start.
 type fakeCounter struct {
-	mono  int64   // the monotonic clock, ns since base
-	tick  float64 // the counter
-	rate  float64 // ticks per ns from now on
-	reads int
+	mono   int64   // the monotonic clock, ns since base
+	tick   float64 // the counter
+	rate   float64 // ticks per ns from now on
+	reads  int
+	timers []fakeTimer // the clock's timers (counterClock.after), on mono
 }
 
+type fakeTimer struct {
+	at int64
+	f  func()
+}
+
+// advance moves the monotonic clock and the counter on by d, and runs
+// the timers that are then due.
 func (f *fakeCounter) advance(d time.Duration) {
 	f.mono += int64(d)
 	f.tick += float64(d) * f.rate
+	due := f.timers
+	f.timers = nil
+	for _, t := range due {
+		if t.at <= f.mono {
+			t.f()
+		} else {
+			f.timers = append(f.timers, t)
+		}
+	}
 }
 
 func (f *fakeCounter) clock() *counterClock {
 	return &counterClock{
-		read: func() uint64 { f.reads++; return uint64(f.tick) },
-		mono: func() int64 { return f.mono },
+		read:  func() uint64 { f.reads++; return uint64(f.tick) },
+		mono:  func() int64 { return f.mono },
+		after: func(d time.Duration, fn func()) { f.timers = append(f.timers, fakeTimer{f.mono + int64(d), fn}) },
 	}
 }
 
@@ -314,5 +332,71 @@ func TestGivenUpStaysGivenUp(t *testing.T) {
 	c.now()
 	if f.reads != reads || c.anchor.Load() != nil {
 		t.Errorf("given up, yet an anchor is in place (%+v) and the counter was read %d more times", c.anchor.Load(), f.reads-reads)
+	}
+}
+
+// TestStoppedCounterGivenUp: an anchor lives MaxTicks of the counter, so a
+// counter that stops after it was scaled would keep its anchor forever,
+// and the clock would stand still. The anchor also expires Refresh later
+// on the monotonic clock (a timer), and the next reading then anchors,
+// finds the counter unmoved and gives it up; one that slows to half its
+// rate is checked after Refresh too, not after two.
+func TestStoppedCounterGivenUp(t *testing.T) {
+	for _, rate := range []float64{0, 0.5} {
+		f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
+		c := f.clock()
+		c.now()
+		f.advance(200 * time.Millisecond)
+		c.now() // scaled
+		if a := c.anchor.Load(); a == nil || a.NsPerTick == 0 {
+			t.Fatalf("after MinSpan: anchor %+v, want a scale", a)
+		}
+		f.rate *= rate
+		f.advance(Refresh + time.Millisecond)
+		if got := c.now(); got != f.mono || !c.off.Load() {
+			t.Fatalf("counter at %v of its rate, %v after its anchor: read %d, want the monotonic clock's %d (given up: %v)", rate, Refresh, got, f.mono, c.off.Load())
+		}
+	}
+}
+
+// TestAnchorExpiredByTimer: the timer swaps the anchor it was set for for
+// its expired copy (same scale, no life), and only that one: an anchor
+// made meanwhile stays; the next reading after an expiry anchors again,
+// with a timer of its own.
+func TestAnchorExpiredByTimer(t *testing.T) {
+	f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
+	c := f.clock()
+	c.now()
+	f.advance(200 * time.Millisecond)
+	c.now()
+	a := c.anchor.Load()
+	if len(f.timers) != 1 || a == nil || a.MaxTicks == 0 {
+		t.Fatalf("scaled anchor %+v with %d timers, want one", a, len(f.timers))
+	}
+	// Another anchor before a's timer is due (as a concurrent reading
+	// makes one): a's timer then leaves it be.
+	f.advance(300 * time.Millisecond)
+	c.slow()
+	b := c.anchor.Load()
+	f.advance(800 * time.Millisecond) // a's timer is due, b's is not
+	if got := c.anchor.Load(); got != b || b == a || len(f.timers) != 1 {
+		t.Fatalf("after a's timer: anchor %+v, want b %+v (a %+v), %d timers", got, b, a, len(f.timers))
+	}
+	f.advance(300 * time.Millisecond) // b's
+	x := c.anchor.Load()
+	if x == b || x.MaxTicks != 0 || x.NsPerTick != b.NsPerTick || x.Mono != b.Mono || x.TSC != b.TSC {
+		t.Fatalf("after Refresh: anchor %+v, want %+v expired", x, b)
+	}
+	if _, ok := x.elapsed(uint64(f.tick)); ok {
+		t.Fatal("an expired anchor still reads the counter")
+	}
+	if got := c.now(); got != f.mono || c.off.Load() {
+		t.Fatalf("read %d, want %d from a new anchor (given up: %v)", got, f.mono, c.off.Load())
+	}
+	if n := c.anchor.Load(); n == x || n.MaxTicks == 0 || len(f.timers) != 1 {
+		t.Fatalf("new anchor %+v with %d timers", n, len(f.timers))
+	}
+	if Expired(&Anchor{Mono: 1, TSC: 2}) != nil {
+		t.Error("Expired of an anchor without a scale")
 	}
 }
