@@ -2,7 +2,9 @@ package rlqs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -318,4 +320,73 @@ buckets:
 			}
 		}
 	})
+}
+
+// slowReleaseStore grants every claim at once but waits out the timeout
+// on each release (a slow Redis), counting how many run at once.
+type slowReleaseStore struct {
+	mu                      sync.Mutex
+	running, most, released int
+}
+
+func (s *slowReleaseStore) claim(timeout time.Duration, c *claim) (grant, error) {
+	if !c.release {
+		return grant{budget: c.rate, target: c.rate, servers: 1, clients: len(c.demands)}, nil
+	}
+	s.mu.Lock()
+	s.running++
+	s.most = max(s.most, s.running)
+	s.mu.Unlock()
+	time.Sleep(timeout)
+	s.mu.Lock()
+	s.running--
+	s.released++
+	s.mu.Unlock()
+	return grant{budget: c.floor, servers: 1}, nil
+}
+
+// TestShutdownReleasesConcurrently: Shutdown gives 100 buckets back to a
+// store that takes its whole timeout over each, releaseWorkers at a time:
+// in 7 timeouts, not 100. A ctx that ends first ends the wait, with its
+// error; the releases still finish.
+func TestShutdownReleasesConcurrently(t *testing.T) {
+	for _, bounded := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			st := &slowReleaseStore{}
+			h := newHarness(t, `
+domain: edge
+buckets:
+  - bucket_id: {user: "*"}
+    requests_per_unit: 100
+    unit: second
+`, st)
+			e := h.envoy(rlqstest.Config{})
+			for i := range 100 {
+				e.Request(map[string]string{"user": fmt.Sprint(i)})
+			}
+			time.Sleep(3 * time.Second)
+			ctx := context.Background()
+			if bounded {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 2*DefaultStoreTimeout)
+				defer cancel()
+			}
+			start := time.Now()
+			err := h.srv.Shutdown(ctx)
+			took := time.Since(start)
+			if bounded {
+				if !errors.Is(err, context.DeadlineExceeded) || took != 2*DefaultStoreTimeout {
+					t.Fatalf("bounded by 2 store timeouts: %v after %v", err, took)
+				}
+				time.Sleep(10 * DefaultStoreTimeout)
+			} else if err != nil || took != 7*DefaultStoreTimeout {
+				t.Fatalf("Shutdown: %v after %v, want 7 store timeouts (%v)", err, took, 7*DefaultStoreTimeout)
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if st.released != 100 || st.most != releaseWorkers {
+				t.Errorf("%d buckets given back, at most %d at once; want 100, %d", st.released, st.most, releaseWorkers)
+			}
+		})
+	}
 }

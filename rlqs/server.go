@@ -417,9 +417,11 @@ func (s *Server) remove(b *bucket) {
 // rather than keep a share nobody renews), ends the streams with
 // UNAVAILABLE once those are sent, stops computing shares and, with a
 // store, gives each bucket's limit back to the other replicas once the
-// settle time has passed. ctx bounds the wait for slow clients; the
-// streams are ended anyway. A restarted server builds its shares again from
-// the Envoys' next reports. Calling it again does nothing.
+// settle time has passed (releaseWorkers buckets at once, each call bounded
+// by the store timeout). ctx bounds the wait for slow clients and for the
+// store; the streams are ended, and the releases sent, anyway. A restarted
+// server builds its shares again from the Envoys' next reports. Calling it
+// again does nothing.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return check.ErrNilContext
@@ -464,9 +466,40 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 		st.finish(codes.Unavailable, ErrShutdown.Error())
 	}
-	for _, c := range releases {
-		if _, e := s.claim(c); e != nil && err == nil {
-			err = fmt.Errorf("rlqs: giving a bucket's limit back: %w", e)
+	if e := s.releaseAll(ctx, releases); err == nil {
+		err = e
+	}
+	return err
+}
+
+// releaseWorkers is how many buckets Shutdown gives back at once: on a
+// slow store, one after the other, a thousand buckets would take a
+// thousand store timeouts.
+const releaseWorkers = 16
+
+// releaseAll sends the release claims cs, releaseWorkers at a time, and
+// waits for them until ctx ends; those still running then finish (each
+// within the store timeout) after it returns.
+func (s *Server) releaseAll(ctx context.Context, cs []*claim) error {
+	sem := make(chan struct{}, releaseWorkers)
+	done := make(chan error, len(cs))
+	for _, c := range cs {
+		go func() {
+			sem <- struct{}{}
+			_, e := s.claim(c)
+			<-sem
+			done <- e
+		}()
+	}
+	var err error
+	for range cs {
+		select {
+		case e := <-done:
+			if e != nil && err == nil {
+				err = fmt.Errorf("rlqs: giving a bucket's limit back: %w", e)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return err
