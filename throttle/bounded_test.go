@@ -348,3 +348,38 @@ func TestMemoryFirstWideStateFits(t *testing.T) {
 	}
 	checkShards(t, s)
 }
+
+// TestMemoryLongKeyIntoShardFullOfShortKeys: a shard full, by its bytes,
+// of short keys (whose bytes are their slots) gets its first key of
+// another length, then more of 512 bytes. Each makes room by evicting
+// keys until a shorter table fits (a first long key also needs its long,
+// 8 bytes a slot), not by evicting every key: evicting a short key frees
+// no bytes by itself. The shard stays within its bytes, and keeps most of
+// its keys.
+func TestMemoryLongKeyIntoShardFullOfShortKeys(t *testing.T) {
+	const budget = MinMaxBytes
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
+	gcra := mustNew(t, s, GCRA, PerHour(10))
+	for i := 0; s.Stats().Evictions == 0; i++ {
+		mustAllow(t, gcra, fmt.Sprintf("key%05d", i), 1)
+	}
+	before := s.Stats()
+	mustAllow(t, gcra, "a-key-of-17-bytes", 1)
+	if st := s.Stats(); st.Bytes > budget || st.Keys < before.Keys*3/4 {
+		t.Errorf("after the first long key: %+v (before %+v); want within %d bytes, most keys kept", st, before, budget)
+	}
+	for i := range 20 {
+		mustAllow(t, gcra, longKey(i, maxHeldKey), 1)
+	}
+	if st := s.Stats(); st.Bytes > budget || st.Keys < before.Keys/2 {
+		t.Errorf("after 20 keys of %d bytes: %+v (before %+v); want within %d bytes, most keys kept", maxHeldKey, st, before, budget)
+	}
+	for i := range 100 {
+		mustAllow(t, gcra, fmt.Sprintf("new%05d", i), 1)
+	}
+	if st := s.Stats(); st.Keys < before.Keys/2 || st.Bytes > budget {
+		t.Errorf("100 short keys later: %+v; want most held, within %d bytes", st, budget)
+	}
+	t.Logf("before %+v, after %+v", before, s.Stats())
+	checkShards(t, s)
+}

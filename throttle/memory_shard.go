@@ -464,7 +464,7 @@ func (s *shard) setLog(i int32, h uint64, k memKey, lg *ring, expires int64, now
 // them after.
 func (s *shard) fitBytes(now int64, h uint64, k memKey) {
 	for s.used() > s.maxBytes {
-		if n := s.shorterFit(); n > 0 {
+		if n := s.shorterFit(s.live, 0); n > 0 {
 			s.resize(n)
 			return
 		}
@@ -479,11 +479,11 @@ func (s *shard) fitBytes(now int64, h uint64, k memKey) {
 const minTable = 8
 
 // shorterFit is the length of the longest table shorter than the shard's
-// that holds its keys at maxLoad and brings the shard within its bytes,
-// or 0 if there is none.
-func (s *shard) shorterFit() int {
-	lo := max(minTable, (maxLoadDen*s.live+maxLoadNum-1)/maxLoadNum)
-	fits := func(n int) bool { return s.tableBytes(n)+s.bytes <= s.maxBytes }
+// that holds keys keys at maxLoad and brings the shard, with extra bytes
+// more, within its bytes, or 0 if there is none.
+func (s *shard) shorterFit(keys, extra int) int {
+	lo := max(minTable, (maxLoadDen*keys+maxLoadNum-1)/maxLoadNum)
+	fits := func(n int) bool { return s.tableBytes(n)+s.bytes+extra <= s.maxBytes }
 	hi := len(s.entries) - 1
 	if lo > hi || !fits(lo) {
 		return 0
@@ -621,13 +621,9 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 	short := isShort(len(k.key))
 	if !short && s.long == nil {
 		// The shard's first long key: its long, which may put the
-		// shard over its bytes, as a first wide state does (fitBytes).
+		// shard over its bytes, as a first wide state does; the loop
+		// below brings it back within them.
 		s.setEntries(s.entries, s.ext, make([]unsafe.Pointer, len(s.entries)))
-		if s.used() > s.maxBytes {
-			if n := s.shorterFit(); n > 0 {
-				s.resize(n)
-			}
-		}
 	}
 	cost := keyCost(len(k.key))
 	n := len(s.entries)
@@ -636,12 +632,19 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 			if n = s.lengthFor(s.live+1, cost); n > 0 {
 				break
 			}
+			// Over its bytes: evicting a short key frees none (its
+			// bytes are its slot), so the table must be shorter for
+			// this key's bytes (or a first long's) to fit, which it
+			// may once it holds fewer keys.
+			if n = s.shorterFit(s.live+1, cost); n > 0 {
+				break
+			}
 		}
 		s.evict(now)
 		n = len(s.entries)
 	}
 	s.bytes += cost
-	if n > len(s.entries) {
+	if n != len(s.entries) {
 		s.resize(n)
 	}
 	pos := s.free(tag(h))
