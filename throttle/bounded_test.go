@@ -220,14 +220,15 @@ func TestMemoryBytesBounded(t *testing.T) {
 	}
 	// Keys of maxHeldKey bytes, held as they are, fill the budget: the
 	// store evicts, and stays within it, table included, with less than
-	// a key's bytes and its slots' to spare.
+	// a key's bytes and its slots' to spare, and an eighth of its tables
+	// (which grow by an eighth at least: minResize).
 	const budget = MinMaxBytes
 	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
 	lim := mustNew(t, s, FixedWindow, PerHour(2))
 	for i := range 1000 {
 		mustAllow(t, lim, longKey(i, maxHeldKey), 1)
 	}
-	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || budget-st.Bytes >= keyCost(maxHeldKey)+2*slotBytes(false, true) {
+	if st := s.Stats(); st.Bytes > budget || st.Evictions == 0 || budget-st.Bytes >= keyCost(maxHeldKey)+2*slotBytes(false, true)+tables(s)/minResize {
 		t.Errorf("1000 keys of %d bytes in %d bytes: %+v, tables %d", maxHeldKey, budget, st, tables(s))
 	}
 }
@@ -381,5 +382,66 @@ func TestMemoryLongKeyIntoShardFullOfShortKeys(t *testing.T) {
 		t.Errorf("100 short keys later: %+v; want most held, within %d bytes", st, budget)
 	}
 	t.Logf("before %+v, after %+v", before, s.Stats())
+	checkShards(t, s)
+}
+
+// BenchmarkMemoryByteBoundMixedFlood: new keys into a store bound by its
+// bytes (4 MiB), one in two of 512 bytes, the others short: inserts that
+// evict, and tables that grow and shrink as long keys come and go.
+func BenchmarkMemoryByteBoundMixedFlood(b *testing.B) {
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(4<<20))
+	lim := mustNew(b, s, GCRA, PerHour(10))
+	ctx := context.Background()
+	pad := strings.Repeat("x", maxHeldKey-12)
+	for i := range 200_000 {
+		if _, err := lim.Allow(ctx, "k"+strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := "n" + strconv.Itoa(i)
+		if i%2 == 0 {
+			k = pad + k
+		}
+		if _, err := lim.Allow(ctx, k); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(s.Stats().Keys), "keys")
+}
+
+// TestMemoryByteBoundResizesRarely: in a shard bound by its bytes, where
+// keys of 512 bytes come and go among short ones, each long key's bytes
+// freed or needed would let the table grow, or make it shrink, by a few
+// slots, and the shard resize at almost every insert; a table changes by
+// an eighth of its length at least (minResize), or not at all.
+func TestMemoryByteBoundResizesRarely(t *testing.T) {
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(MinMaxBytes))
+	lim := mustNew(t, s, GCRA, PerHour(10))
+	pad := strings.Repeat("x", maxHeldKey-12)
+	sh := s.shards[0]
+	const n = 20_000
+	resizes := 0
+	for i := range n {
+		k := "n" + strconv.Itoa(i)
+		if i%2 == 0 {
+			k = pad + k
+		}
+		before := len(sh.entries)
+		mustAllow(t, lim, k, 1)
+		if after := len(sh.entries); after != before {
+			resizes++
+			if d := after - before; d < before/8 && -d < before/8 {
+				t.Fatalf("insert %d: table of %d resized to %d", i, before, after)
+			}
+		}
+	}
+	if st := s.Stats(); st.Bytes > MinMaxBytes {
+		t.Errorf("%+v", st)
+	}
+	t.Logf("%d resizes in %d inserts, %+v", resizes, n, s.Stats())
 	checkShards(t, s)
 }

@@ -635,9 +635,17 @@ func (s *shard) insert(h uint64, k memKey, now int64) int32 {
 			// Over its bytes: evicting a short key frees none (its
 			// bytes are its slot), so the table must be shorter for
 			// this key's bytes (or a first long's) to fit, which it
-			// may once it holds fewer keys.
+			// may once it holds fewer keys; by minResize at least.
 			if n = s.shorterFit(s.live+1, cost); n > 0 {
-				break
+				if short := len(s.entries) - len(s.entries)/minResize; n > short {
+					n = 0
+					if short >= minTable && maxLoadDen*(s.live+1) <= maxLoadNum*short {
+						n = short
+					}
+				}
+				if n > 0 {
+					break
+				}
 			}
 		}
 		s.evict(now)
@@ -688,14 +696,23 @@ func (s *shard) lengthFor(keys, cost int) int {
 	if full := s.max*maxLoadDen/maxLoadNum + 1; n > full {
 		n = max(full, len(s.entries)+1)
 	}
+	want := n
 	for n > len(s.entries) && s.tableBytes(n)+s.bytes+cost > s.maxBytes {
 		n -= max(1, (n-len(s.entries))/4)
 	}
-	if maxLoadDen*keys > maxLoadNum*n {
+	if maxLoadDen*keys > maxLoadNum*n || n < want && n < len(s.entries)+len(s.entries)/minResize {
+		// (A growth the bytes cut to a few slots is not worth a
+		// resize: the shard evicts instead. Else, where evictions free
+		// bytes a few at a time, as a long key's do, it would resize
+		// for every insert.)
 		return 0
 	}
 	return n
 }
+
+// minResize: a table the shard's bytes make grow, or shrink, changes by at
+// least 1/minResize of its length, or not at all.
+const minResize = 8
 
 // resize makes the table n entries long; n holds the live keys at
 // maxLoad.
