@@ -38,8 +38,10 @@ func ourGoroutines() int {
 // Redis TIME) for 1.5 s, each with two goroutines calling Acquire as fast as
 // they are allowed: the bound holds (with one round trip of measurement
 // slack per process), the fleet is alive (the design's utilization is
-// asserted in simulated time, see below), each process makes at most 20 Redis
-// calls per second, and Close leaves no goroutine behind.
+// asserted in simulated time, see below), the processes make at most 20
+// Redis calls per second on average and none more than 30 (calls that
+// followed the request rate would be a hundred a second), and Close leaves
+// no goroutine behind.
 func TestRealTimeFleet(t *testing.T) {
 	srv := redistest.Start(t)
 	const (
@@ -115,10 +117,18 @@ func TestRealTimeFleet(t *testing.T) {
 	if u := float64(len(times)) / (rate * run.Seconds()); u < 0.85 {
 		t.Errorf("utilization %.3f in real time", u)
 	}
+	// Alone, each process makes 14 to 16 calls a second; a process the
+	// machine's load starves for a moment gets its leases late, used up
+	// sooner, and made one 21.3 in a full test run.
+	sum := 0.0
 	for i, c := range calls {
-		if c > 20 {
+		sum += c
+		if c > 30 {
 			t.Errorf("process %d made %.1f Redis calls/s", i, c)
 		}
+	}
+	if mean := sum / procs; mean > 20 {
+		t.Errorf("%.1f Redis calls/s a process on average", mean)
 	}
 	t.Logf("admitted %d in %v at %v/s, largest lease %d, calls/s %v", len(times), run, rate, largest, calls)
 	for _, l := range lims {
