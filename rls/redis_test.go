@@ -200,6 +200,18 @@ func TestRedisRoundTripsWithAdditions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Two connections in the pool, so that the two scripts sent at once
+	// each find one: a connection dialed for the second would send its
+	// own commands (HELLO, CLIENT SETINFO) through the hook. (The
+	// warm-up's two scripts may not have overlapped, and left one.)
+	c1, c2 := client.Conn(), client.Conn()
+	for _, c := range []*redis.Conn{c1, c2} {
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1.Close()
+	c2.Close()
 	var mt meetingTrips
 	client.AddHook(&mt)
 	req := request("d", 0, desc("w", "1"), desc("a", "1"), desc("b", "1"))
