@@ -320,6 +320,18 @@ func TestMemoryLogBytesBounded(t *testing.T) {
 	}
 }
 
+// fullOfShortKeys is a store of MinMaxBytes (one shard) and its GCRA
+// limiter, given short keys until the shard evicted one: full by its
+// bytes, its table's.
+func fullOfShortKeys(t *testing.T) (*MemoryStore, *Limiter) {
+	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(MinMaxBytes))
+	gcra := mustNew(t, s, GCRA, PerHour(10))
+	for i := 0; s.Stats().Evictions == 0; i++ {
+		mustAllow(t, gcra, fmt.Sprintf("key%05d", i), 1)
+	}
+	return s, gcra
+}
+
 // TestMemoryFirstWideStateFits: a shard full, by its bytes, of packed
 // states (GCRA) that then holds its first wide one (a token bucket's)
 // allocates the ext of its whole table, which does not fit: it evicts
@@ -327,11 +339,7 @@ func TestMemoryLogBytesBounded(t *testing.T) {
 // keeps the new key and its state.
 func TestMemoryFirstWideStateFits(t *testing.T) {
 	const budget = MinMaxBytes
-	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
-	gcra := mustNew(t, s, GCRA, PerHour(10))
-	for i := 0; s.Stats().Evictions == 0; i++ {
-		mustAllow(t, gcra, fmt.Sprintf("key%05d", i), 1)
-	}
+	s, _ := fullOfShortKeys(t)
 	before := s.Stats()
 	sh := s.shards[0]
 	length := len(sh.entries)
@@ -359,11 +367,7 @@ func TestMemoryFirstWideStateFits(t *testing.T) {
 // its keys.
 func TestMemoryLongKeyIntoShardFullOfShortKeys(t *testing.T) {
 	const budget = MinMaxBytes
-	s := memStore(WithStoreClock(newSetClock()), WithMaxBytes(budget))
-	gcra := mustNew(t, s, GCRA, PerHour(10))
-	for i := 0; s.Stats().Evictions == 0; i++ {
-		mustAllow(t, gcra, fmt.Sprintf("key%05d", i), 1)
-	}
+	s, gcra := fullOfShortKeys(t)
 	before := s.Stats()
 	mustAllow(t, gcra, "a-key-of-17-bytes", 1)
 	if st := s.Stats(); st.Bytes > budget || st.Keys < before.Keys*3/4 {
