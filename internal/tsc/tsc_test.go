@@ -299,16 +299,23 @@ func TestReadPrefetching(t *testing.T) {
 	}
 }
 
-// TestGivenUpStaysGivenUp: a call that anchors the counter while another
-// gives it up (it disagreed with the monotonic clock) does not put an
-// anchor back: given up is for good. The anchoring call stored its anchor
-// over the other's nil, and readers used the counter again.
-func TestGivenUpStaysGivenUp(t *testing.T) {
+// scaledClock is a clock over a fake counter at 2.6 ticks a ns, read
+// twice 200 ms apart: its anchor scaled (MinSpan), a timer set.
+func scaledClock() (*fakeCounter, *counterClock) {
 	f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
 	c := f.clock()
 	c.now()
 	f.advance(200 * time.Millisecond)
 	c.now()
+	return f, c
+}
+
+// TestGivenUpStaysGivenUp: a call that anchors the counter while another
+// gives it up (it disagreed with the monotonic clock) does not put an
+// anchor back: given up is for good. The anchoring call stored its anchor
+// over the other's nil, and readers used the counter again.
+func TestGivenUpStaysGivenUp(t *testing.T) {
+	f, c := scaledClock()
 	f.advance(1100 * time.Millisecond) // the anchor expires
 	calls := 0
 	read := c.read
@@ -343,11 +350,7 @@ func TestGivenUpStaysGivenUp(t *testing.T) {
 // rate is checked after Refresh too, not after two.
 func TestStoppedCounterGivenUp(t *testing.T) {
 	for _, rate := range []float64{0, 0.5} {
-		f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
-		c := f.clock()
-		c.now()
-		f.advance(200 * time.Millisecond)
-		c.now() // scaled
+		f, c := scaledClock()
 		if a := c.anchor.Load(); a == nil || a.NsPerTick == 0 {
 			t.Fatalf("after MinSpan: anchor %+v, want a scale", a)
 		}
@@ -364,11 +367,7 @@ func TestStoppedCounterGivenUp(t *testing.T) {
 // made meanwhile stays; the next reading after an expiry anchors again,
 // with a timer of its own.
 func TestAnchorExpiredByTimer(t *testing.T) {
-	f := &fakeCounter{mono: int64(time.Hour), tick: 1e12, rate: 2.6}
-	c := f.clock()
-	c.now()
-	f.advance(200 * time.Millisecond)
-	c.now()
+	f, c := scaledClock()
 	a := c.anchor.Load()
 	if len(f.timers) != 1 || a == nil || a.MaxTicks == 0 {
 		t.Fatalf("scaled anchor %+v with %d timers, want one", a, len(f.timers))
