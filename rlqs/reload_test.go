@@ -257,6 +257,16 @@ buckets:
 	})
 }
 
+// perUserConfig gives each user a bucket of its own, 100 requests a
+// second.
+const perUserConfig = `
+domain: edge
+buckets:
+  - bucket_id: {user: "*"}
+    requests_per_unit: 100
+    unit: second
+`
+
 // blackholeStore waits out every claim's timeout, then fails, while down
 // is set (a Redis whose packets are dropped); else it grants the limit.
 type blackholeStore struct{ down *atomic.Bool }
@@ -282,13 +292,7 @@ func (s blackholeStore) claim(timeout time.Duration, c *claim) (grant, error) {
 func TestStoreAwayDelaysNoNewcomer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var down atomic.Bool
-		h := newHarness(t, `
-domain: edge
-buckets:
-  - bucket_id: {user: "*"}
-    requests_per_unit: 100
-    unit: second
-`, blackholeStore{&down})
+		h := newHarness(t, perUserConfig, blackholeStore{&down})
 		user := func(i int) map[string]string { return map[string]string{"user": fmt.Sprint(i)} }
 		e := h.envoy(rlqstest.Config{})
 		for i := range 800 {
@@ -353,13 +357,7 @@ func TestShutdownReleasesConcurrently(t *testing.T) {
 	for _, bounded := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			st := &slowReleaseStore{}
-			h := newHarness(t, `
-domain: edge
-buckets:
-  - bucket_id: {user: "*"}
-    requests_per_unit: 100
-    unit: second
-`, st)
+			h := newHarness(t, perUserConfig, st)
 			e := h.envoy(rlqstest.Config{})
 			for i := range 100 {
 				e.Request(map[string]string{"user": fmt.Sprint(i)})
