@@ -237,9 +237,14 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	})
 	status = command.ExitOK
+	var inputErr error
 	if err == nil {
 		// The jobs ran out: the feeder is done, and may have failed.
-		if inputErr := <-inputDone; inputErr != nil {
+		inputErr = <-inputDone
+		err = stopReason(ctx, err)
+	}
+	if err == nil {
+		if inputErr != nil {
 			fmt.Fprintf(errOut, "%s: reading jobs: %v\n", prefix, inputErr)
 			status = command.ExitFail
 		}
@@ -358,6 +363,19 @@ func (c runConfig) burstSeconds() (float64, error) {
 // feedJobs sends the jobs to items: the given list, or the non-blank lines
 // of r. It stops when ctx ends. given counts the jobs: the whole list at
 // once, or each line as it is read.
+// stopReason is why dispatch stopped, or nil if the jobs ran out:
+// Stream's error, or, where Stream returned on the jobs' end after
+// dispatch was stopped (ctx ended: Stream sees the end of the jobs and the
+// stop in either order, and the feeder ends the jobs on the stop), the
+// stop's cause, which "reading jobs: context canceled", or nothing at
+// all, would hide.
+func stopReason(ctx context.Context, streamErr error) error {
+	if streamErr == nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return streamErr
+}
+
 func feedJobs(ctx context.Context, list []string, r io.Reader, items chan<- string, given *atomic.Int64) error {
 	send := func(job string) error {
 		select {

@@ -3,6 +3,7 @@ package run
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -253,4 +254,30 @@ func TestRunInterrupted(t *testing.T) {
 		"sh", "-c", `kill -INT $PPID`, "sh", ":::", "a", "b", "c")
 	assert.Equal(t, 130, code, stderr)
 	assert.Contains(t, stderr, "ratelimit run: 0 of 3 jobs failed, 2 not started\n")
+}
+
+// TestStopReason: when dispatch is stopped (the shared limit refuses,
+// failing closed; --fail-fast; a signal), Stream may return on the jobs'
+// end (the feeder ends them on the same stop, or had handed them all
+// over): run says the stop's cause, not the feeder's "context canceled",
+// nor nothing. Jobs that ran out without a stop stay so.
+func TestStopReason(t *testing.T) {
+	t.Parallel()
+	why := errors.New("redis unavailable: the limiter fails closed")
+	stopped, cancel := context.WithCancelCause(context.Background())
+	cancel(why)
+	other := errors.New("a job failed (--fail-fast)")
+	for _, c := range []struct {
+		ctx       context.Context
+		streamErr error
+		want      error
+	}{
+		{stopped, nil, why},
+		{stopped, other, other},
+		{context.Background(), nil, nil},
+	} {
+		if got := stopReason(c.ctx, c.streamErr); got != c.want {
+			t.Errorf("stopReason(ctx err %v, %v) = %v, want %v", c.ctx.Err(), c.streamErr, got, c.want)
+		}
+	}
 }
