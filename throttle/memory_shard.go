@@ -275,13 +275,16 @@ func (s *shard) keyAt(i int) string {
 // hashAt is the hash of the key of the live entry at i (keyHash, with
 // hashedTag for a digest): a long key's is in its entry, a short key's is
 // recomputed from its words.
-func (s *shard) hashAt(i int) uint64 {
-	e := &s.entries[i]
+func (s *shard) hashAt(i int) uint64 { return s.hashOf(&s.entries[i]) }
+
+// hashOf is hashAt of live entry e, of this table or of one it replaces.
+func (s *shard) hashOf(e *memEntry) uint64 {
 	if k := e.kind(); k != kindLong {
+		n := k + minShortKey - 1
 		if s.testHash != nil {
-			return s.testHash(s.keyAt(i))
+			return s.testHash(e.w.key(n))
 		}
-		return shortKey{a: e.w.a, b: e.w.b, n: uint64(k + minShortKey - 1)}.hash(s.seed) ^ algHash(e.alg())
+		return shortKey{a: e.w.a, b: e.w.b, n: uint64(n)}.hash(s.seed) ^ algHash(e.alg())
 	}
 	return e.w.a
 }
@@ -726,20 +729,10 @@ func (s *shard) resize(n int) {
 	if oldLong != nil {
 		long = make([]unsafe.Pointer, n)
 	}
-	// Each key's home in the new table is its hash's (hashAt), read
-	// while the old table is the shard's.
-	hashes := make([]uint64, 0, s.live)
-	for i := range old {
-		if !old[i].free() {
-			hashes = append(hashes, s.hashAt(i))
-		}
-	}
 	s.setEntries(make([]memEntry, n), ext, long)
-	k := 0
 	for i := range old {
 		if !old[i].free() {
-			j := s.free(tag(hashes[k]))
-			k++
+			j := s.free(tag(s.hashOf(&old[i])))
 			s.entries[j] = old[i]
 			if old[i].isWide() {
 				s.ext[j] = oldExt[i]
